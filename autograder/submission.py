@@ -1,0 +1,197 @@
+"""What a hidden suite may ask of a submission, and nothing more.
+
+Suites never touch student objects: they name a function or class, send tensors and plain values, and get
+tensors and plain values back.  Two implementations exist: `RemoteSubmission` (autograder.remote), which
+talks to the sandboxed child process that ran the student's code, and `ModuleSubmission` below, which wraps
+a trusted module (the reference solution) in the same interface so the suites can be checked against it
+without a sandbox.
+"""
+from __future__ import annotations
+
+import abc
+import builtins
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Sequence
+
+import torch
+
+
+class StudentError(Exception):
+    """The student's code raised (or the request could not be answered); carried as data, never re-raised
+    from a student object."""
+
+    def __init__(self, type_name: str, message: str, bases: Sequence[str] = (), where: str = "") -> None:
+        super().__init__(f"{type_name}: {message}" if message else type_name)
+        self.type_name = type_name
+        self.message = message
+        self.bases = tuple(bases)  # names of the builtin exception classes it derives from
+        self.where = where
+
+    def is_a(self, exc_type: type[BaseException]) -> bool:
+        return exc_type.__name__ in self.bases
+
+
+class SubmissionBroken(Exception):
+    """The submission process died, timed out or answered nonsense; the current test cannot be judged."""
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """A returned value that is neither a tensor nor a plain Python value: only its type name crosses over."""
+
+    type_name: str
+
+
+@dataclass
+class ModuleInfo:
+    type_name: str
+    children: dict[str, str] = field(default_factory=dict)  # direct submodule name -> type name
+    attributes: dict[str, Any] = field(default_factory=dict)  # plain (int/float/bool/str) attributes
+
+
+class ModuleHandle(abc.ABC):
+    """An nn.Module instance living on the submission side."""
+
+    @abc.abstractmethod
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    @abc.abstractmethod
+    def vjp(self, args: Sequence[Any], kwargs: dict[str, Any], cotangents: Sequence[torch.Tensor]
+            ) -> tuple[Any, list[list[torch.Tensor | None]]]:
+        """Forward with every floating tensor argument requiring grad, then for each cotangent c the gradients
+        of (output * c).sum() with respect to each tensor argument (None for non-float or unused ones)."""
+
+    @abc.abstractmethod
+    def state_dict(self) -> dict[str, torch.Tensor]: ...
+
+    @abc.abstractmethod
+    def named_parameters(self) -> dict[str, torch.Tensor]: ...
+
+    @abc.abstractmethod
+    def load_state_dict(self, state: dict[str, torch.Tensor], strict: bool = True) -> None: ...
+
+    @abc.abstractmethod
+    def to(self, dtype: torch.dtype) -> None: ...
+
+    @abc.abstractmethod
+    def info(self) -> ModuleInfo: ...
+
+
+class Submission(abc.ABC):
+    """A submission, seen through requests."""
+
+    def __init__(self) -> None:
+        self.forbidden_seen: set[str] = set()  # torch implementations of graded ops reached since last reset
+
+    @abc.abstractmethod
+    def names(self) -> set[str]:
+        """Top-level names the submission defines."""
+
+    @abc.abstractmethod
+    def call(self, function: str, *args: Any, **kwargs: Any) -> Any: ...
+
+    @abc.abstractmethod
+    def vjp(self, function: str, args: Sequence[Any], kwargs: dict[str, Any],
+            cotangents: Sequence[torch.Tensor]) -> tuple[Any, list[list[torch.Tensor | None]]]: ...
+
+    @abc.abstractmethod
+    def new(self, class_name: str, *args: Any, **kwargs: Any) -> ModuleHandle: ...
+
+    def take_forbidden(self) -> set[str]:
+        seen, self.forbidden_seen = self.forbidden_seen, set()
+        return seen
+
+
+# --- the trusted in-process implementation --------------------------------------------------------------
+
+def exception_bases(exc: BaseException) -> list[str]:
+    builtin_types = {v for v in vars(builtins).values() if isinstance(v, type) and issubclass(v, BaseException)}
+    return [cls.__name__ for cls in type(exc).__mro__ if cls in builtin_types]
+
+
+def vjp_of(fn: Any, args: Sequence[Any], kwargs: dict[str, Any], cotangents: Sequence[torch.Tensor]
+           ) -> tuple[Any, list[list[torch.Tensor | None]]]:
+    """Shared by both sides: run fn once, then one backward pass per cotangent."""
+    leaves = [a.detach().clone().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
+              for a in args]
+    with torch.enable_grad():
+        out = fn(*leaves, **kwargs)
+        tensors = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
+        grads: list[list[torch.Tensor | None]] = []
+        for i, cot in enumerate(cotangents):
+            gs = torch.autograd.grad((out * cot).sum(), tensors, retain_graph=i + 1 < len(cotangents),
+                                     allow_unused=True) if tensors else ()
+            it = iter(gs)
+            grads.append([next(it) if isinstance(a, torch.Tensor) and a.requires_grad else None for a in leaves])
+    return out.detach() if isinstance(out, torch.Tensor) else out, grads
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if type(value) in (list, tuple):
+        return [_plain(v) for v in value]
+    return Opaque(type(value).__name__)
+
+
+def _guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:  # the reference raising is data for the suite, exactly like a student's raise
+        raise StudentError(type(exc).__name__, str(exc), exception_bases(exc)) from None
+
+
+class _LocalModule(ModuleHandle):
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.module = module
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _plain(_guarded(self.module, *args, **kwargs))
+
+    def vjp(self, args, kwargs, cotangents):
+        return _guarded(vjp_of, self.module, args, kwargs, cotangents)
+
+    def state_dict(self):
+        return {k: v.detach().clone() for k, v in self.module.state_dict().items()}
+
+    def named_parameters(self):
+        return {k: v.detach().clone() for k, v in self.module.named_parameters()}
+
+    def load_state_dict(self, state, strict=True):
+        _guarded(self.module.load_state_dict, state, strict=strict)
+
+    def to(self, dtype):
+        _guarded(self.module.to, dtype)
+
+    def info(self):
+        plain = {k: v for k, v in vars(self.module).items() if type(v) in (bool, int, float, str)}
+        return ModuleInfo(type(self.module).__name__,
+                          {k: type(v).__name__ for k, v in self.module.named_children()}, plain)
+
+
+class ModuleSubmission(Submission):
+    """A trusted Python module (the reference solution) behind the Submission interface."""
+
+    def __init__(self, module: ModuleType) -> None:
+        super().__init__()
+        self.module = module
+
+    def names(self):
+        return {k for k in vars(self.module) if not k.startswith("_")}
+
+    def _get(self, name: str) -> Any:
+        if not hasattr(self.module, name):
+            raise StudentError("NameError", f"name '{name}' is not defined", ["NameError", "Exception"])
+        return getattr(self.module, name)
+
+    def call(self, function, *args, **kwargs):
+        return _plain(_guarded(self._get(function), *args, **kwargs))
+
+    def vjp(self, function, args, kwargs, cotangents):
+        return _guarded(vjp_of, self._get(function), args, kwargs, cotangents)
+
+    def new(self, class_name, *args, **kwargs):
+        return _LocalModule(_guarded(self._get(class_name), *args, **kwargs))
