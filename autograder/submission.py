@@ -9,12 +9,13 @@ without a sandbox.
 from __future__ import annotations
 
 import abc
-import builtins
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Sequence
 
 import torch
+
+from autograder.protocol import exception_bases
 
 
 class StudentError(Exception):
@@ -104,11 +105,6 @@ class Submission(abc.ABC):
 
 
 # --- the trusted in-process implementation --------------------------------------------------------------
-
-def exception_bases(exc: BaseException) -> list[str]:
-    builtin_types = {v for v in vars(builtins).values() if isinstance(v, type) and issubclass(v, BaseException)}
-    return [cls.__name__ for cls in type(exc).__mro__ if cls in builtin_types]
-
 
 def vjp_of(fn: Any, args: Sequence[Any], kwargs: dict[str, Any], cotangents: Sequence[torch.Tensor]
            ) -> tuple[Any, list[list[torch.Tensor | None]]]:

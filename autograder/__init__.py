@@ -1,0 +1,1 @@
+"""Sandboxed grading engine for the transformer-building-blocks assignments."""

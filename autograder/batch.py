@@ -1,0 +1,92 @@
+"""Grading a folder of submissions, durably.
+
+Each submission's results.json is written atomically the moment it is graded, with the hash of the file
+it judged; a rerun skips every submission whose result matches its current file, so killing the grader
+mid-batch loses at most the submission in progress.  grades.csv is always rebuilt from the per-submission
+results, never kept as its own state.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from autograder.grading import GradeResult, file_sha256, grade_file
+from autograder.results import gradescope, write_json_atomic
+from autograder.rubric import Rubric
+from autograder.sandbox import Limits
+
+SUBMISSION_SUFFIXES = (".ipynb", ".py")
+
+
+@dataclass(frozen=True)
+class Entry:
+    student: str
+    path: Path
+
+
+def discover(folder: Path, assignment: str) -> list[Entry]:
+    """A flat folder of files (student = file stem), or nbgrader's submitted/<student>/<assignment>/ layout
+    (given either the `submitted` folder or the course root)."""
+    if (folder / "submitted").is_dir():
+        folder = folder / "submitted"
+    entries = [Entry(p.stem, p) for p in sorted(folder.iterdir())
+               if p.is_file() and p.suffix in SUBMISSION_SUFFIXES]
+    for student_dir in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        assignment_dir = student_dir / assignment
+        if not assignment_dir.is_dir():
+            continue
+        preferred = assignment_dir / f"{assignment}.ipynb"
+        notebooks = [preferred] if preferred.is_file() else sorted(assignment_dir.glob("*.ipynb"))
+        if notebooks:
+            entries.append(Entry(student_dir.name, notebooks[0]))
+    return entries
+
+
+def result_path(out_dir: Path, student: str) -> Path:
+    return out_dir / f"{student}.json"
+
+
+def already_graded(out_dir: Path, entry: Entry) -> bool:
+    try:
+        data = json.loads(result_path(out_dir, entry.student).read_text(encoding="utf-8"))
+        return data["extra_data"]["submission_sha256"] == file_sha256(entry.path)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits,
+              log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> list[Entry]:
+    entries = discover(folder, rubric.assignment)
+    for entry in entries:
+        if already_graded(out_dir, entry):
+            log(f"{entry.student}: already graded, kept")
+            continue
+        result: GradeResult = grade_file(entry.path, rubric, limits)
+        write_json_atomic(result_path(out_dir, entry.student), gradescope(result))
+        log(f"{entry.student}: {result.score:g} / {result.max_score:g} ({result.seconds:.1f} s)")
+    write_grades_csv(out_dir, entries, rubric)
+    return entries
+
+
+def grades_rows(out_dir: Path, entries: list[Entry], rubric: Rubric) -> Iterator[list[str]]:
+    parts = [p.name for p in rubric.parts]
+    yield ["student", "score", "max_score", *parts]
+    for entry in entries:
+        data = json.loads(result_path(out_dir, entry.student).read_text(encoding="utf-8"))
+        by_part = data["extra_data"]["parts"]
+        yield [entry.student, f"{data['score']:g}", f"{data['max_score']:g}",
+               *(f"{by_part[p]['score']:g}" for p in parts)]
+
+
+def write_grades_csv(out_dir: Path, entries: list[Entry], rubric: Rubric) -> None:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(grades_rows(out_dir, entries, rubric))
+    target = out_dir / "grades.csv"
+    tmp = target.with_name(".grades.csv.tmp")
+    tmp.write_text(buffer.getvalue(), encoding="utf-8")
+    tmp.replace(target)

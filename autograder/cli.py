@@ -1,0 +1,93 @@
+"""python -m autograder: the command line for course CI and instructors."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from autograder.rubric import RubricError, load_rubric
+from autograder.sandbox import Limits
+
+USAGE_ERROR = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(USAGE_ERROR)
+
+
+def _limits(args: argparse.Namespace) -> Limits:
+    defaults = Limits()
+    return Limits(timeout=args.timeout or defaults.timeout, memory_mb=args.memory_mb or defaults.memory_mb,
+                  request_timeout=args.request_timeout or defaults.request_timeout,
+                  cell_timeout=args.cell_timeout or defaults.cell_timeout)
+
+
+def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
+    defaults = Limits()
+    parser.add_argument("--assignment", default="transformer_block", help="assignment (rubric) to grade against")
+    parser.add_argument("--timeout", type=float, help=f"wall seconds per submission (default {defaults.timeout:g})")
+    parser.add_argument("--memory-mb", type=int, help=f"memory per submission (default {defaults.memory_mb})")
+    parser.add_argument("--request-timeout", type=float,
+                        help=f"wall seconds per request to the submission (default {defaults.request_timeout:g})")
+    parser.add_argument("--cell-timeout", type=float,
+                        help=f"wall seconds per notebook cell while loading (default {defaults.cell_timeout:g})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m autograder", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    grade = commands.add_parser("grade", help="grade one .ipynb or .py submission")
+    grade.add_argument("submission", type=Path)
+    grade.add_argument("-o", "--output", type=Path, required=True, help="results.json to write")
+    _add_limit_flags(grade)
+    grade_all = commands.add_parser("grade-all", help="grade a folder of submissions")
+    grade_all.add_argument("folder", type=Path)
+    grade_all.add_argument("-o", "--output", type=Path, required=True, help="folder for results and grades.csv")
+    _add_limit_flags(grade_all)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        rubric = load_rubric(args.assignment)
+    except RubricError as exc:
+        print(f"python -m autograder: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    for value, flag in [(args.timeout, "--timeout"), (args.memory_mb, "--memory-mb"),
+                        (args.request_timeout, "--request-timeout"), (args.cell_timeout, "--cell-timeout")]:
+        if value is not None and value <= 0:
+            print(f"python -m autograder: error: {flag} must be positive", file=sys.stderr)
+            return USAGE_ERROR
+    if args.command == "grade":
+        return _grade(args, rubric)
+    return _grade_all(args, rubric)
+
+
+def _grade(args: argparse.Namespace, rubric) -> int:
+    from autograder.grading import grade_file
+    from autograder.results import gradescope, summary, write_json_atomic
+
+    if not args.submission.is_file():
+        print(f"python -m autograder: error: {args.submission}: no such file", file=sys.stderr)
+        return USAGE_ERROR
+    result = grade_file(args.submission, rubric, _limits(args))
+    write_json_atomic(args.output, gradescope(result))
+    print(summary(result))
+    return 0
+
+
+def _grade_all(args: argparse.Namespace, rubric) -> int:
+    from autograder.batch import grade_all
+
+    if not args.folder.is_dir():
+        print(f"python -m autograder: error: {args.folder}: no such folder", file=sys.stderr)
+        return USAGE_ERROR
+    if args.output.exists() and not args.output.is_dir():
+        print(f"python -m autograder: error: {args.output}: exists and is not a folder", file=sys.stderr)
+        return USAGE_ERROR
+    entries = grade_all(args.folder, args.output, rubric, _limits(args))
+    print((args.output / "grades.csv").read_text(encoding="utf-8"), end="")
+    return 0 if entries else 0

@@ -1,0 +1,78 @@
+"""One submission, start to finish: read it, run it in a sandbox, judge it, score it."""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from autograder.judge import run_suite
+from autograder.remote import LoadReport, RemoteSubmission
+from autograder.rubric import PartScore, Rubric, score
+from autograder.sandbox import Limits
+from autograder.source_cells import UnreadableSubmission, read_cells
+from autograder.submission import Submission, SubmissionBroken
+
+
+@dataclass
+class GradeResult:
+    submission: str
+    sha256: str
+    assignment: str
+    parts: list[PartScore]
+    max_score: float
+    load: LoadReport = field(default_factory=LoadReport)
+    unreadable: str = ""
+    printed: str = ""
+    seconds: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return round(sum(p.score for p in self.parts), 4)
+
+
+class Unjudgeable(Submission):
+    """Stands in for a submission that cannot run at all, so its report still lists every test."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+    def names(self):
+        return set()
+
+    def _refuse(self, *args, **kwargs):
+        raise SubmissionBroken(self.reason)
+
+    call = vjp = new = _refuse
+
+
+def file_sha256(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def grade_file(path: Path, rubric: Rubric, limits: Limits) -> GradeResult:
+    started = time.monotonic()
+    torch.set_num_threads(1)  # references computed the same way whatever the machine
+    result = GradeResult(path.name, file_sha256(path), rubric.assignment, [], rubric.max_score)
+    try:
+        cells = read_cells(path)
+    except UnreadableSubmission as exc:
+        result.unreadable = str(exc)
+        result.parts = score(rubric, run_suite(rubric.suite_files(), Unjudgeable(str(exc))))
+        result.seconds = time.monotonic() - started
+        return result
+    submission = RemoteSubmission(cells, limits, rubric.forbidden_ops)
+    try:
+        result.parts = score(rubric, run_suite(rubric.suite_files(), submission))
+    finally:
+        result.printed = submission.printed()
+        submission.close()
+    result.load = submission.report
+    result.seconds = time.monotonic() - started
+    return result

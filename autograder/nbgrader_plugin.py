@@ -1,0 +1,88 @@
+"""nbgrader integration: a preprocessor that replaces nbgrader's kernel-executing `Execute`.
+
+Instead of running hidden tests inside the student's kernel, it grades the (sanitised) notebook with the
+same engine as `python -m autograder grade`, then writes each part's verdict into that part's autograded
+test cell in the form nbgrader's SaveAutoGrades reads: full marks as plain output, partial credit as a float
+execute_result (nbgrader's partial-credit rule), no credit as an error output carrying the feedback.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbformat.notebooknode import NotebookNode
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Float, Int, Unicode
+
+from autograder.grading import GradeResult, grade_file
+from autograder.results import summary
+from autograder.rubric import PartScore, load_rubric
+from autograder.sandbox import Limits
+
+_DEFAULTS = Limits()
+
+
+def _part_feedback(part: PartScore, result: GradeResult) -> str:
+    lines = [f"{part.part.title}: {part.score:.4g} / {part.part.points:g} points"]
+    if part.forbidden:
+        lines.append(f"0 points: torch's own implementation was used ({', '.join(part.forbidden)}); "
+                     "this part asks you to build it yourself.")
+    for test in part.tests:
+        mark = "ok  " if test.score == test.max_score else "FAIL"
+        lines.append(f"[{mark}] {test.name}" + (f": {test.message}" if test.message and mark == "FAIL" else ""))
+    if part.score < part.part.points and (result.load.cell_errors or result.load.failure or result.unreadable):
+        lines += ["", summary(result)]
+    return "\n".join(lines)
+
+
+def verdict_outputs(part: PartScore, cell_points: float, result: GradeResult) -> list[NotebookNode]:
+    """The outputs that make nbgrader's determine_grade give this cell its share of the part's score."""
+    text = _part_feedback(part, result)
+    fraction = part.score / part.part.points if part.part.points else 0.0
+    earned = round(fraction * cell_points, 4)
+    if earned <= 0:
+        return [nbformat.v4.new_output("error", ename="NotGraded" if result.unreadable else "TestsFailed",
+                                       evalue=f"0 / {cell_points:g} points", traceback=text.split("\n"))]
+    stream = nbformat.v4.new_output("stream", name="stdout", text=text + "\n")
+    if earned >= cell_points:
+        return [stream]
+    result_output = nbformat.v4.new_output("execute_result", data={"text/plain": repr(earned)},
+                                           execution_count=1)
+    return [result_output, stream]
+
+
+class SandboxedGrading(NbGraderPreprocessor):
+    """Grades the notebook in the kit's sandbox and writes the verdicts into the autograded test cells."""
+
+    assignment = Unicode("", help="Rubric to grade against; empty means the nbgrader assignment id.").tag(config=True)
+    timeout = Float(_DEFAULTS.timeout, help="Wall seconds per submission.").tag(config=True)
+    cell_timeout = Float(_DEFAULTS.cell_timeout, help="Wall seconds per notebook cell while loading.").tag(config=True)
+    request_timeout = Float(_DEFAULTS.request_timeout, help="Wall seconds per request.").tag(config=True)
+    memory_mb = Int(_DEFAULTS.memory_mb, help="Address-space limit of the submission's process.").tag(config=True)
+
+    def limits(self) -> Limits:
+        return Limits(timeout=self.timeout, cell_timeout=self.cell_timeout, request_timeout=self.request_timeout,
+                      memory_mb=self.memory_mb)
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        rubric = load_rubric(self.assignment or resources["nbgrader"]["assignment"])
+        with tempfile.TemporaryDirectory(prefix="nbgrader-sandbox-") as tmp:
+            path = Path(tmp) / f"{resources['nbgrader']['notebook']}.ipynb"
+            nbformat.write(nb, str(path))
+            result = grade_file(path, rubric, self.limits())
+        by_name = {p.part.name: p for p in result.parts}
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
+                continue
+            part = by_name.get(meta.get("grade_id"))
+            if part is None:
+                self.log.warning("test cell %s matches no part of rubric %s: left without output",
+                                 meta.get("grade_id"), rubric.assignment)
+                continue
+            cell.outputs = verdict_outputs(part, float(meta.get("points", 0)), result)
+        self.log.info("%s graded: %s / %s in %.1f s", resources["nbgrader"]["student"], result.score,
+                      result.max_score, result.seconds)
+        return nb, resources

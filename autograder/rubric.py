@@ -1,0 +1,106 @@
+"""An assignment's rubric: its parts, their points and suites, and how test outcomes become scores.
+
+A part's points are shared among its tests in proportion to their weights (default 1 per test function;
+every parametrisation of a function shares that function's weight).  A part in which the submission reached
+torch's own implementation of a graded operation scores 0.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.judge import Outcome
+
+ASSIGNMENTS = Path(__file__).resolve().parent / "assignments"
+
+
+class RubricError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str          # also the nbgrader grade_id of the notebook's test cell for this part
+    title: str
+    points: float
+    suite: str         # suite file name, relative to the assignment's folder
+    weights: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Rubric:
+    assignment: str
+    folder: Path
+    parts: tuple[Part, ...]
+    forbidden_ops: tuple[str, ...]
+
+    @property
+    def max_score(self) -> float:
+        return sum(p.points for p in self.parts)
+
+    def suite_files(self) -> list[Path]:
+        return [self.folder / p.suite for p in self.parts]
+
+    def part_of(self, outcome: Outcome) -> Part:
+        for part in self.parts:
+            if Path(part.suite).stem == outcome.module:
+                return part
+        raise RubricError(f"test module {outcome.module} belongs to no part")
+
+
+def load_rubric(assignment: str) -> Rubric:
+    folder = ASSIGNMENTS / assignment
+    path = folder / "rubric.toml"
+    if not path.is_file():
+        known = sorted(p.name for p in ASSIGNMENTS.iterdir() if (p / "rubric.toml").is_file())
+        raise RubricError(f"{path}: no such assignment {assignment!r} (known: {', '.join(known)})")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        parts = tuple(Part(p["name"], p.get("title", p["name"]), float(p["points"]), p["suite"],
+                           {k: float(v) for k, v in p.get("weights", {}).items()}) for p in data["parts"])
+        rubric = Rubric(data.get("assignment", assignment), folder, parts, tuple(data.get("forbidden_ops", ())))
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise RubricError(f"{path}: {type(exc).__name__}: {exc}") from None
+    for part in parts:
+        if not (folder / part.suite).is_file():
+            raise RubricError(f"{path}: part {part.name!r} names a missing suite {part.suite}")
+    return rubric
+
+
+@dataclass
+class TestScore:
+    part: str
+    name: str
+    score: float
+    max_score: float
+    passed: bool
+    message: str
+
+
+@dataclass
+class PartScore:
+    part: Part
+    score: float
+    tests: list[TestScore]
+    forbidden: tuple[str, ...]
+
+
+def score(rubric: Rubric, outcomes: list[Outcome]) -> list[PartScore]:
+    results = []
+    for part in rubric.parts:
+        mine = [o for o in outcomes if o.module == Path(part.suite).stem]
+        weight = {o.name: part.weights.get(o.name.split("[", 1)[0], 1.0) for o in mine}
+        per_function: dict[str, int] = {}
+        for o in mine:
+            base = o.name.split("[", 1)[0]
+            per_function[base] = per_function.get(base, 0) + 1
+        total = sum(weight[o.name] / per_function[o.name.split("[", 1)[0]] for o in mine)
+        forbidden = tuple(sorted({f for o in mine for f in o.forbidden}))
+        tests = []
+        for o in mine:
+            share = part.points * weight[o.name] / per_function[o.name.split("[", 1)[0]] / total if total else 0.0
+            earned = share if o.passed and not forbidden else 0.0
+            tests.append(TestScore(part.name, o.name, earned, share, o.passed, o.message))
+        results.append(PartScore(part, sum(t.score for t in tests), tests, forbidden))
+    return results

@@ -1,0 +1,32 @@
+"""nbgrader configuration for the course.  The repository root is the course directory."""
+import os
+
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades,
+                                    IgnorePattern, LimitOutput, SaveAutoGrades)
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+
+from autograder.nbgrader_plugin import SandboxedGrading
+
+c = get_config()  # noqa: F821 (nbgrader supplies get_config)
+
+c.CourseDirectory.course_id = os.environ.get("AUTOGRADER_COURSE_ID", "transformer-blocks")
+c.CourseDirectory.root = os.environ.get("AUTOGRADER_COURSE_ROOT", os.path.dirname(os.path.abspath(__file__)))
+c.CourseDirectory.db_url = os.environ.get(
+    "AUTOGRADER_DB_URL", "sqlite:///" + os.path.join(c.CourseDirectory.root, "gradebook.db"))
+c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")
+c.NbGrader.logfile = os.path.join(c.CourseDirectory.root, "nbgrader.log")
+
+# A student who deletes a test cell still gets it back (and its points) when grading.
+c.OverwriteCells.add_missing_cells = True
+
+# Hidden tests never run in the student's kernel: nbgrader's Execute is replaced by the kit's sandboxed
+# grader, which writes each test cell's verdict before SaveAutoGrades reads it.
+c.Autograde.autograde_preprocessors = [
+    SandboxedGrading, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata,
+]
+c.SandboxedGrading.timeout = float(os.environ.get("AUTOGRADER_TIMEOUT", 180))
+c.SandboxedGrading.memory_mb = int(os.environ.get("AUTOGRADER_MEMORY_MB", 4096))
+c.LimitOutput.max_lines = 400
+
+c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTests]
