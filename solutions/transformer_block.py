@@ -1,44 +1,62 @@
-"""Reference solution for the transformer_block assignment."""
+"""Reference solution for the transformer_block assignment.
+
+GENERATED from the solution cells of source/transformer_block/transformer_block.ipynb by
+autograder/notebook_sync.py: edit the notebook, then run `python -m autograder.notebook_sync write`.
+"""
+
+
 import math
 
 import torch
 import torch.nn as nn
 
 
-def layer_norm(x, weight, bias, eps=1e-5):
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """Normalise x over its last dimension (biased variance, eps inside the square root), then * weight + bias."""
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased, as torch.nn.LayerNorm
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
 
 
 class LayerNorm(nn.Module):
-    def __init__(self, d_model, eps=1e-5):
+    """Layer normalisation with parameters `weight` (ones) and `bias` (zeros) of shape (d_model,)."""
+
+    def __init__(self, d_model: int, eps: float = 1e-5) -> None:
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(d_model))
         self.bias = nn.Parameter(torch.zeros(d_model))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return layer_norm(x, self.weight, self.bias, self.eps)
 
 
-def causal_mask(seq_len, device=None):
+def causal_mask(seq_len: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Bool [seq_len, seq_len]: True where query i may attend key j, i.e. j <= i."""
     return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()
 
 
-def attention_weights(q, k, mask=None):
+def attention_weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d_k)) over the keys (the last dimension).
+
+    mask: bool, broadcastable to [..., S_q, S_k]; True means query i may attend key j.
+    """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     return torch.softmax(scores, dim=-1)
 
 
-def scaled_dot_product_attention(q, k, v, mask=None):
+def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                                 mask: torch.Tensor | None = None) -> torch.Tensor:
+    """attention_weights(q, k, mask) @ v."""
     return attention_weights(q, k, mask) @ v
 
 
 class MultiHeadAttention(nn.Module):
-    def __init__(self, d_model, num_heads, bias=True):
+    """Self-attention with num_heads heads: x [B, S, d_model] -> [B, S, d_model]."""
+
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True) -> None:
         super().__init__()
         if d_model % num_heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
@@ -49,11 +67,12 @@ class MultiHeadAttention(nn.Module):
         self.Wv = nn.Linear(d_model, d_model, bias=bias)
         self.Wo = nn.Linear(d_model, d_model, bias=bias)
 
-    def split_heads(self, x):
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, S, d_model] -> [B, num_heads, S, d_head] (optional helper)."""
         batch, seq_len, _ = x.shape
         return x.view(batch, seq_len, self.num_heads, self.d_head).transpose(1, 2)
 
-    def forward(self, x, causal=False):
+    def forward(self, x: torch.Tensor, causal: bool = False) -> torch.Tensor:
         batch, seq_len, d_model = x.shape
         q, k, v = self.split_heads(self.Wq(x)), self.split_heads(self.Wk(x)), self.split_heads(self.Wv(x))
         mask = causal_mask(seq_len, device=x.device) if causal else None
@@ -62,7 +81,9 @@ class MultiHeadAttention(nn.Module):
 
 
 class TransformerBlock(nn.Module):
-    def __init__(self, d_model, num_heads, d_ff, norm_first=False):
+    """Attention and feed-forward sub-layers with residuals and LayerNorm, post-norm or pre-norm."""
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = False) -> None:
         super().__init__()
         self.norm_first = norm_first
         self.attn = MultiHeadAttention(d_model, num_heads, bias=True)
@@ -70,7 +91,7 @@ class TransformerBlock(nn.Module):
         self.ln2 = LayerNorm(d_model)
         self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
 
-    def forward(self, x, causal=False):
+    def forward(self, x: torch.Tensor, causal: bool = False) -> torch.Tensor:
         if self.norm_first:
             x = x + self.attn(self.ln1(x), causal=causal)
             return x + self.ffn(self.ln2(x))
@@ -78,7 +99,8 @@ class TransformerBlock(nn.Module):
         return self.ln2(x + self.ffn(x))
 
 
-def input_grad_norm(n_layers, residual, d_model=16, seed=0):
+def input_grad_norm(n_layers: int, residual: bool, d_model: int = 16, seed: int = 0) -> float:
+    """Norm of d sum(h) / dx at the input of n_layers tanh(Linear) sub-layers, with or without residuals."""
     torch.manual_seed(seed)
     layers = [nn.Linear(d_model, d_model) for _ in range(n_layers)]
     x = torch.randn(1, d_model, requires_grad=True)

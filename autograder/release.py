@@ -1,0 +1,95 @@
+"""Generate the student release of transformer_block with the real `nbgrader generate_assignment`.
+
+    python -m autograder.release check   # exit 1 if release/transformer_block/transformer_block.ipynb is stale
+    python -m autograder.release write   # regenerate it
+
+nbgrader runs in a throwaway course directory holding a copy of the assignment's source and a minimal
+nbgrader_config.py, so neither the repository's own nbgrader configuration nor the user's ~/.jupyter can
+change the result.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ASSIGNMENT = "transformer_block"
+NOTEBOOK_NAME = f"{ASSIGNMENT}.ipynb"
+RELEASE_NOTEBOOK = Path("release") / ASSIGNMENT / NOTEBOOK_NAME
+
+
+def _canonical_json(notebook: dict[str, Any]) -> str:
+    # Same layout as nbformat's writer, fixed here so the committed file does not depend on its version.
+    return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _require_cell_ids(source_notebook: Path) -> None:
+    # nbformat invents random ids for cells that have none, which would make every release differ.
+    # With ids in the source, nbgrader's output is byte-identical from run to run (it writes no
+    # timestamps into the notebook, and --no-db keeps the gradebook out of it).
+    cells = json.loads(source_notebook.read_text(encoding="utf-8"))["cells"]
+    missing = [index for index, cell in enumerate(cells) if not cell.get("id")]
+    if missing:
+        raise ValueError(f"{source_notebook}: cells {missing} have no id; give every cell a fixed id")
+
+
+def generate_release(repo_root: str | Path, out_dir: str | Path) -> Path:
+    """Run nbgrader on repo_root/source/transformer_block and copy the release notebook into out_dir."""
+    source_dir = Path(repo_root) / "source" / ASSIGNMENT
+    _require_cell_ids(source_dir / NOTEBOOK_NAME)
+    with tempfile.TemporaryDirectory(prefix="nbgrader-course-") as tmp:
+        course = Path(tmp) / "course"
+        shutil.copytree(source_dir, course / "source" / ASSIGNMENT)
+        (course / "nbgrader_config.py").write_text(
+            f"c = get_config()\nc.CourseDirectory.root = {str(course)!r}\n", encoding="utf-8")
+        env = dict(os.environ)
+        env["JUPYTER_CONFIG_DIR"] = str(Path(tmp) / "jupyter-config")  # empty: ignore ~/.jupyter
+        # nbgrader shells out to console scripts of its own environment (e.g. alembic) by bare name.
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        result = subprocess.run(
+            [sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--no-db", "--force"],
+            cwd=course, env=env, capture_output=True, text=True)
+        generated = course / "release" / ASSIGNMENT / NOTEBOOK_NAME
+        if result.returncode != 0 or not generated.exists():
+            raise RuntimeError(f"nbgrader generate_assignment failed (exit {result.returncode}):\n{result.stderr}")
+        notebook = json.loads(generated.read_text(encoding="utf-8"))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / NOTEBOOK_NAME
+    target.write_text(_canonical_json(notebook), encoding="utf-8")
+    return target
+
+
+def notebooks_equal(a: str | Path, b: str | Path) -> bool:
+    """Same notebook JSON (formatting aside)."""
+    return json.loads(Path(a).read_text(encoding="utf-8")) == json.loads(Path(b).read_text(encoding="utf-8"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder.release", description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=["check", "write"])
+    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
+    args = parser.parse_args(argv)
+
+    committed = args.root / RELEASE_NOTEBOOK
+    if args.command == "write":
+        generate_release(args.root, committed.parent)
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = generate_release(args.root, tmp)
+        if not committed.exists() or not notebooks_equal(fresh, committed):
+            print(f"{RELEASE_NOTEBOOK} is stale: it differs from what nbgrader generates from "
+                  f"source/{ASSIGNMENT}; run `python -m autograder.release write`", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

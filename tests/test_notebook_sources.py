@@ -1,0 +1,213 @@
+"""The source notebook, the solutions module generated from it and the student release stay consistent.
+
+The last test executes the whole source notebook in a kernel and is the slow one (a few seconds);
+test_release_* run the real nbgrader once (a few seconds, shared through a module-scoped fixture).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import nbformat
+import pytest
+import torch
+from nbclient import NotebookClient
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from autograder import notebook_sync, release  # noqa: E402
+
+SOURCE = REPO_ROOT / notebook_sync.SOURCE_NOTEBOOK
+MODULE = REPO_ROOT / notebook_sync.SOLUTIONS_MODULE
+RELEASE = REPO_ROOT / release.RELEASE_NOTEBOOK
+
+# Must match the grader's rubric exactly (grade_id -> points).
+EXPECTED_PARTS = {"layer_norm": 20, "attention": 25, "multi_head_attention": 25, "transformer_block": 20,
+                  "gradient_experiment": 10}
+CONTRACT = {"layer_norm", "LayerNorm", "causal_mask", "attention_weights", "scaled_dot_product_attention",
+            "MultiHeadAttention", "TransformerBlock", "input_grad_norm"}
+
+_x = torch.randn(2, 3, 8)
+STUB_CALLS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "layer_norm": lambda ns: ns["layer_norm"](_x, torch.ones(8), torch.zeros(8)),
+    "LayerNorm": lambda ns: ns["LayerNorm"](8),
+    "causal_mask": lambda ns: ns["causal_mask"](3),
+    "attention_weights": lambda ns: ns["attention_weights"](_x, _x),
+    "scaled_dot_product_attention": lambda ns: ns["scaled_dot_product_attention"](_x, _x, _x),
+    "MultiHeadAttention": lambda ns: ns["MultiHeadAttention"](8, 2),
+    "TransformerBlock": lambda ns: ns["TransformerBlock"](8, 2, 16),
+    "input_grad_norm": lambda ns: ns["input_grad_norm"](2, True),
+}
+assert set(STUB_CALLS) == CONTRACT
+
+
+def _cells(path: Path) -> list[dict[str, Any]]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def _meta(cell: dict[str, Any]) -> dict[str, Any]:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def _source(cell: dict[str, Any]) -> str:
+    source = cell["source"]
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _solution_cells(path: Path) -> list[str]:
+    return [_source(c) for c in _cells(path) if c["cell_type"] == "code" and _meta(c).get("solution")]
+
+
+def _grade_cells(path: Path) -> list[dict[str, Any]]:
+    return [c for c in _cells(path) if _meta(c).get("grade")]
+
+
+@pytest.fixture(scope="module")
+def fresh_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return release.generate_release(REPO_ROOT, tmp_path_factory.mktemp("release"))
+
+
+@pytest.fixture(scope="module")
+def stub_namespace() -> dict[str, Any]:
+    """What a student starts from: the release's imports and solution cells, run untouched (no plots)."""
+    namespace: dict[str, Any] = {"__name__": "release_stubs"}
+    for cell in _cells(RELEASE):
+        if cell["cell_type"] == "code" and (_meta(cell).get("solution")
+                                            or _meta(cell).get("grade_id") == notebook_sync.IMPORTS_GRADE_ID):
+            exec(compile(_source(cell), f"<release cell {cell['id']}>", "exec"), namespace)
+    return namespace
+
+
+# --- the solutions module is generated from the notebook ------------------------------------------------
+
+def test_solutions_module_matches_notebook() -> None:
+    assert MODULE.read_text(encoding="utf-8") == notebook_sync.render_solutions_module(SOURCE), \
+        "solutions/transformer_block.py is stale: run `python -m autograder.notebook_sync write`"
+
+
+def test_solutions_module_defines_the_contract_and_nothing_else() -> None:
+    tree = ast.parse(MODULE.read_text(encoding="utf-8"))
+    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    assert defined == CONTRACT
+    assert all(isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom))
+               for node in tree.body[1:]), "only the docstring, imports and definitions belong in the module"
+    assert "matplotlib" not in MODULE.read_text(encoding="utf-8")
+
+
+def test_sync_check_detects_drift(tmp_path: Path) -> None:
+    for relative in (notebook_sync.SOURCE_NOTEBOOK, notebook_sync.SOLUTIONS_MODULE):
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / relative, tmp_path / relative)
+    root = ["--root", str(tmp_path)]
+    assert notebook_sync.main(["check", *root]) == 0
+
+    module = tmp_path / notebook_sync.SOLUTIONS_MODULE
+    module.write_text(module.read_text(encoding="utf-8").replace("keepdim=True", "keepdim=False", 1))
+    assert notebook_sync.main(["check", *root]) == 1
+    assert notebook_sync.main(["write", *root]) == 0
+    assert notebook_sync.main(["check", *root]) == 0
+
+    notebook = tmp_path / notebook_sync.SOURCE_NOTEBOOK
+    notebook.write_text(notebook.read_text(encoding="utf-8").replace("math.sqrt(q.shape[-1])", "q.shape[-1]", 1))
+    assert notebook_sync.main(["check", *root]) == 1
+
+
+def test_marker_stripping_keeps_indentation() -> None:
+    cell = "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION"
+    assert notebook_sync.strip_solution_markers(cell) == "def f():\n    return 1"
+    with pytest.raises(ValueError):
+        notebook_sync.strip_solution_markers("### BEGIN SOLUTION\nx = 1")
+
+
+# --- grade cells ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", [SOURCE, RELEASE], ids=["source", "release"])
+def test_grade_cells_match_the_rubric(path: Path) -> None:
+    grade_cells = _grade_cells(path)
+    assert {_meta(c)["grade_id"]: _meta(c)["points"] for c in grade_cells} == EXPECTED_PARTS
+    assert len(grade_cells) == len(EXPECTED_PARTS)
+    assert all(c["cell_type"] == "code" and _meta(c)["locked"] and not _meta(c)["solution"] for c in grade_cells)
+    grade_ids = [_meta(c)["grade_id"] for c in _cells(path)]
+    assert len(grade_ids) == len(set(grade_ids)), "nbgrader needs unique grade_ids"
+
+
+# --- the release --------------------------------------------------------------------------------------------
+
+def test_release_is_not_stale(fresh_release: Path) -> None:
+    assert release.notebooks_equal(fresh_release, RELEASE), \
+        "release/transformer_block/transformer_block.ipynb is stale: run `python -m autograder.release write`"
+    assert fresh_release.read_bytes() == RELEASE.read_bytes(), "generation should be byte-for-byte deterministic"
+
+
+def test_release_comparison_notices_a_change(fresh_release: Path, tmp_path: Path) -> None:
+    notebook = json.loads(fresh_release.read_text(encoding="utf-8"))
+    notebook["cells"][0]["source"] = ["edited"]
+    tampered = tmp_path / "tampered.ipynb"
+    tampered.write_text(json.dumps(notebook), encoding="utf-8")
+    assert not release.notebooks_equal(fresh_release, tampered)
+
+
+def test_release_contains_no_solution_code() -> None:
+    solution_lines: set[str] = set()
+    for code in _solution_cells(SOURCE):
+        inside = False
+        for line in code.split("\n"):
+            if line.strip() == notebook_sync.BEGIN_MARKER:
+                inside = True
+            elif line.strip() == notebook_sync.END_MARKER:
+                inside = False
+            elif inside and line.strip():
+                solution_lines.add(line.strip())
+    assert len(solution_lines) > 30, "expected the source to hold the full solutions"
+    release_text = RELEASE.read_text(encoding="utf-8")
+    release_lines = {line.strip() for c in _cells(RELEASE) for line in _source(c).split("\n")}
+    assert not solution_lines & release_lines, f"solution lines leaked: {sorted(solution_lines & release_lines)}"
+    assert "BEGIN SOLUTION" not in release_text and "END SOLUTION" not in release_text
+
+
+def test_every_release_function_is_a_stub() -> None:
+    """Each function and method, __init__ included, must raise at once: no points for structure alone."""
+    functions = [node for code in _solution_cells(RELEASE) for node in ast.walk(ast.parse(code))
+                 if isinstance(node, ast.FunctionDef)]
+    assert {f.name for f in functions} >= {"__init__", "forward"}
+    for function in functions:
+        raises = [s for s in function.body if isinstance(s, ast.Raise)
+                  and ast.unparse(s.exc) in ("NotImplementedError()", "NotImplementedError")]
+        assert raises, f"{function.name} (line {function.lineno}) does not raise NotImplementedError"
+
+
+@pytest.mark.parametrize("name", sorted(CONTRACT))
+def test_release_stub_raises_not_implemented(stub_namespace: dict[str, Any], name: str) -> None:
+    with pytest.raises(NotImplementedError):
+        STUB_CALLS[name](stub_namespace)
+
+
+@pytest.mark.parametrize("grade_id", sorted(EXPECTED_PARTS))
+def test_check_cells_fail_on_the_untouched_release(stub_namespace: dict[str, Any], grade_id: str) -> None:
+    [cell] = [c for c in _grade_cells(RELEASE) if _meta(c)["grade_id"] == grade_id]
+    with pytest.raises(NotImplementedError):
+        exec(compile(_source(cell), f"<check cell {grade_id}>", "exec"), dict(stub_namespace))
+
+
+# --- slow: the source notebook runs top to bottom ---------------------------------------------------------
+
+def test_slow_source_notebook_executes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MPLBACKEND", "Agg")  # as the grader runs it
+    notebook = nbformat.read(SOURCE, as_version=4)
+    started = time.perf_counter()
+    NotebookClient(notebook, timeout=60, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()  # raises on the first failing cell
+    elapsed = time.perf_counter() - started
+    assert elapsed < 60, f"the source notebook took {elapsed:.1f} s"
+    for cell in notebook.cells:
+        if _meta(cell).get("grade"):
+            printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+            assert "all visible checks passed" in printed, f"check cell {_meta(cell)['grade_id']}: {printed!r}"
+    assert list(tmp_path.iterdir()) == [], "the notebook must not write files"
