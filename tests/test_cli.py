@@ -1,0 +1,97 @@
+"""The real command line on real notebooks: full marks, zero, and one bug losing points where it is."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autograder.samples import student_notebook, write_notebook
+from conftest import full_marks, grade, part_scores, run_cli
+
+# parts built on other parts: a bug in `attention` may also cost multi_head_attention and transformer_block
+BUILT_ON = {"multi_head_attention": {"attention"}, "transformer_block": {"layer_norm", "attention",
+                                                                        "multi_head_attention"}}
+
+ONE_BUG_PER_PART = {
+    "layer_norm": ("var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)", "var = x.var(dim=-1, keepdim=True)"),
+    "attention": ("scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])", "scores = q @ k.transpose(-2, -1)"),
+    "multi_head_attention": ("return x.view(batch, seq_len, self.num_heads, self.d_head).transpose(1, 2)",
+                             "return x.view(batch, self.num_heads, seq_len, self.d_head)"),
+    "transformer_block": ("x = x + self.attn(self.ln1(x), causal=causal)",
+                          "x = self.ln1(x) + self.attn(self.ln1(x), causal=causal)"),
+    "gradient_experiment": ("return x.grad.norm().item()", "return x.grad.norm()"),
+}
+
+
+def test_reference_gets_full_marks_and_release_gets_zero(samples, tmp_path):
+    correct, _, _ = grade(samples / "correct.ipynb", tmp_path)
+    assert correct["score"] == correct["max_score"] == 100
+    assert part_scores(correct) == full_marks(correct)
+    assert all(t["status"] == "passed" for t in correct["tests"])
+    untouched, _, _ = grade(samples / "untouched.ipynb", tmp_path)
+    assert untouched["score"] == 0
+    assert all(t["status"] == "failed" and "NotImplementedError" in t["output"] for t in untouched["tests"])
+
+
+@pytest.mark.parametrize("part", sorted(ONE_BUG_PER_PART))
+def test_one_bug_loses_points_in_its_own_part_only(part, tmp_path):
+    notebook = write_notebook(student_notebook([ONE_BUG_PER_PART[part]]), tmp_path / f"bug_{part}.ipynb")
+    results, _, _ = grade(notebook, tmp_path)
+    scores, maxima = part_scores(results), full_marks(results)
+    assert scores[part] < maxima[part]
+    for other in scores:
+        if other != part and part not in BUILT_ON.get(other, ()):
+            assert scores[other] == maxima[other], (other, results["output"])
+    failed = [t for t in results["tests"] if t["status"] == "failed" and t["name"].startswith(part)]
+    assert failed and all(t["output"] for t in failed)  # every failure says what went wrong
+
+
+def test_results_follow_the_gradescope_format(samples, tmp_path):
+    results, _, done = grade(samples / "correct.ipynb", tmp_path)
+    assert set(results) >= {"score", "max_score", "tests", "output", "visibility"}
+    for test in results["tests"]:
+        assert set(test) >= {"name", "score", "max_score", "status", "output", "visibility"}
+        assert test["status"] in ("passed", "failed")
+    rounding = 0.5e-4 * len(results["tests"])  # each test's share is rounded to 4 decimals
+    assert abs(sum(t["max_score"] for t in results["tests"]) - results["max_score"]) <= rounding
+    assert "100 / 100" in done.stdout
+
+
+@pytest.mark.parametrize("content", [b"", b"{not json", b"\x00\x01binary", b'{"nbformat": 4, "metadata": {}}'])
+def test_unreadable_submission_scores_zero_with_a_reason(tmp_path, content):
+    path = tmp_path / "broken.ipynb"
+    path.write_bytes(content)
+    results, _, done = grade(path, tmp_path)
+    assert results["score"] == 0 and "Traceback" not in done.stdout + done.stderr
+    assert "Not graded: broken.ipynb" in results["output"]
+    assert results["tests"] and all(t["score"] == 0 for t in results["tests"])
+
+
+def test_syntax_error_in_a_python_file_scores_zero(tmp_path):
+    path = tmp_path / "s.py"
+    path.write_text("def layer_norm(x:\n")
+    results, _, _ = grade(path, tmp_path)
+    assert results["score"] == 0 and "valid Python" in results["output"]
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "required"),
+    (["grade", "missing.ipynb", "-o", "r.json"], "missing.ipynb: no such file"),
+    (["grade", "x.ipynb"], "required: -o"),
+    (["grade", "x.ipynb", "-o", "r.json", "--timeout", "-1"], "--timeout must be positive"),
+    (["grade", "x.ipynb", "-o", "r.json", "--assignment", "nope"], "no such assignment 'nope'"),
+    (["grade-all", "no-such-dir", "-o", "out"], "no-such-dir: no such folder"),
+])
+def test_usage_errors_exit_2_with_one_line(args, message):
+    done = run_cli(*args)
+    assert done.returncode == 2
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_python_file_submission_with_prints(tmp_path):
+    from autograder.samples import solution_code
+    source = "\n\n".join(["import math\nimport torch\nimport torch.nn as nn", *solution_code().values()])
+    path = tmp_path / "student.py"
+    path.write_text("print('working on it')\n" + source + "\nprint(layer_norm)\n")
+    results, _, _ = grade(path, tmp_path)
+    assert results["score"] == 100, json.dumps(results)[:2000]
