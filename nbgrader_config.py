@@ -29,4 +29,9 @@ c.SandboxedGrading.timeout = float(os.environ.get("AUTOGRADER_TIMEOUT", 180))
 c.SandboxedGrading.memory_mb = int(os.environ.get("AUTOGRADER_MEMORY_MB", 4096))
 c.LimitOutput.max_lines = 400
 
+# LMS downloads (Canvas style: <student>_<late_>?<id>_<id>_<file>) for `nbgrader zip_collect`
+c.ZipCollectApp.collector_plugin = "nbgrader.plugins.zipcollect.FileNameCollectorPlugin"
+c.FileNameCollectorPlugin.named_regexp = (
+    r".*/(?P<student_id>[A-Za-z0-9.-]+)_(?:late_)?\d+_\d+_(?P<file_id>[\w.-]+\.ipynb)$")
+
 c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTests]

@@ -1,9 +1,10 @@
 """Shared helpers for the hidden suites: deterministic inputs, student-facing checks, tolerance derivation.
 
-Every student-facing failure goes through `pytest.fail(message, pytrace=False)`, so a student sees what was
-compared, on which input (sizes, dtypes, settings; never values), by how much it was off and, when the output
-matches a known mistake, a hint.  Never a traceback, never test source, never full reference values.  Suites
-must not use bare `assert` for anything a submission can influence.
+Every student-facing failure goes through `fail()` (pytest's Failed with pytrace=False and no chained
+exception context), so a student sees what was compared, on which input (sizes, dtypes, settings; never
+values), by how much it was off and, when the output matches a known mistake, a hint.  Never a traceback,
+never test source, never full reference values (a single compared number is reported to one significant
+digit of relative error only).  Suites must not use bare `assert` for anything a submission can influence.
 
 Requests to the submission go through the wrappers here (`call`, `vjp`, `new` and the `Module` wrapper),
 which turn a `StudentError` into a readable failure ("while calling layer_norm(float32[2, 5, 6], ...), your
@@ -402,7 +403,11 @@ def assert_close(actual: Any, expected: torch.Tensor, *, what: str, inputs: str 
         if nonfinite_hint:
             lines.append(f"  Hint: {nonfinite_hint}")
     finite = torch.isfinite(a) & torch.isfinite(e)
-    if bool(finite.any()):
+    if n == 1 and bool(finite.all()):
+        # a single number: its exact error would give the reference value away; one significant digit only
+        rel = float((a - e).abs().sum() / e.abs().sum().clamp_min(1e-300))
+        lines.append(f"  your value is off by a relative error of about {rel:.0e}")
+    elif bool(finite.any()):
         diff = torch.where(finite, (a - e).abs(), torch.zeros_like(a))
         worst = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape)) if diff.dim() else ()
         scale = float(e.abs().max())
@@ -410,8 +415,11 @@ def assert_close(actual: Any, expected: torch.Tensor, *, what: str, inputs: str 
         rel = float((diff[significant] / e.abs()[significant]).max()) if bool(significant.any()) else float("nan")
         lines.append(f"  max abs error {float(diff.max()):.3g} (at index {worst}), max rel error {rel:.3g} "
                      f"(over entries not close to zero)")
-    lines.append(f"  allowed: |error| <= {atol:.3g}" + (f" + {rtol:.3g} * |reference|" if rtol else "")
-                 + f"; {n_bad} of {n} entries are outside")
+    if n == 1 and atol == 0:
+        lines.append(f"  allowed: relative error <= {rtol:.3g}")
+    else:
+        lines.append(f"  allowed: |error| <= {atol:.3g}" + (f" + {rtol:.3g} * |reference|" if rtol else "")
+                     + f"; {n_bad} of {n} entries are outside")
     shown: set[str] = set()
     for hint, tensor in _pairs(mistakes):
         if hint in shown or tuple(tensor.shape) != tuple(a.shape):

@@ -18,6 +18,7 @@ from autograder.notebook_sync import REPO_ROOT
 from autograder.samples import write_demo_class
 
 ASSIGNMENT = "transformer_block"
+COURSE_ID = "transformer-blocks"
 
 
 class Course:
@@ -26,15 +27,18 @@ class Course:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.exchange = self.root / "exchange"
-        self.env = {**os.environ, "AUTOGRADER_COURSE_ROOT": str(self.root), "NBGRADER_EXCHANGE": str(self.exchange),
+        # nbgrader runs the `alembic` program by name: the environment's bin folder must be on PATH
+        path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+        self.env = {**os.environ, "PATH": path, "AUTOGRADER_COURSE_ROOT": str(self.root),
+                    "AUTOGRADER_COURSE_ID": COURSE_ID, "NBGRADER_EXCHANGE": str(self.exchange),
                     "AUTOGRADER_DB_URL": f"sqlite:///{self.root / 'gradebook.db'}"}
 
     def nbgrader(self, *args: str, user: str | None = None, cwd: Path | None = None) -> str:
-        env = {**self.env, **({"USER": user, "LOGNAME": user} if user else {})}
+        env = self.env
         # nbgrader reads nbgrader_config.py from its working directory: the instructor's commands run from
-        # the repository (the course's config), a student's from their own home folder
-        config = ["--config", str(REPO_ROOT / "nbgrader_config.py")]
-        done = subprocess.run([sys.executable, "-m", "nbgrader", *args, *config], cwd=cwd or REPO_ROOT, env=env,
+        # the repository (the course's config); a student's run in their own folder, told only the exchange
+        student = [f"--Exchange.root={self.exchange}", f"--CourseDirectory.course_id={COURSE_ID}"] if user else []
+        done = subprocess.run([sys.executable, "-m", "nbgrader", *args, *student], cwd=cwd or REPO_ROOT, env=env,
                               capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -56,7 +60,15 @@ class Course:
         home.mkdir(parents=True, exist_ok=True)
         self.nbgrader("fetch_assignment", ASSIGNMENT, user=student, cwd=home)
         shutil.copyfile(notebook, home / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
-        self.nbgrader("submit", ASSIGNMENT, user=student, cwd=home)
+        # one OS account plays every student here, so the student id is given explicitly
+        self.nbgrader("submit", ASSIGNMENT, f"--student={student}", user=student, cwd=home)
+
+    def zip_collect(self, archive: Path) -> None:
+        """Submissions downloaded from an LMS as one zip, instead of through the exchange."""
+        folder = self.root / "downloaded" / ASSIGNMENT / "archive"
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(archive, folder / archive.name)
+        self.nbgrader("zip_collect", ASSIGNMENT, "--force")
 
     def grade(self, students: list[str]) -> Path:
         for student in students:
