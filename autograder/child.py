@@ -66,6 +66,9 @@ def _become_namespace_init() -> None:
         _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         return
     _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):  # die the same way, so the judge can say "killed by SIGSEGV"
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
@@ -82,10 +85,17 @@ def _describe(exc: BaseException) -> dict[str, Any]:
     return {"type": type(exc).__name__[:100], "message": message[:500], "bases": exception_bases(exc)}
 
 
-def run_cells(cells: list[str], namespace: dict[str, Any], cell_timeout: float) -> list[dict[str, Any]]:
-    """Run each cell like a notebook would: in one namespace, in order, an error stopping only its cell."""
+def run_cells(cells: list[str], namespace: dict[str, Any], cell_timeout: float, skip: dict[str, str],
+              starting: Any) -> list[dict[str, Any]]:
+    """Run each cell like a notebook would: in one namespace, in order, an error stopping only its cell.
+    `starting(n)` tells the judge which cell is running, so a cell that kills or hangs the process can be
+    skipped when it is restarted (`skip`: cell number -> why)."""
     errors = []
     for index, source in enumerate(cells):
+        if str(index + 1) in skip:
+            errors.append({"cell": index + 1, "type": "Stopped", "message": skip[str(index + 1)], "bases": []})
+            continue
+        starting(index + 1)
         signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, cell_timeout)
         try:
@@ -219,7 +229,8 @@ def main() -> None:
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     server = Server(sock, namespace, config)  # imports all the kit's code the child needs, before the student's
     sys.path.remove(config["root"])  # the kit's root (solutions, suites) is not importable by the submission
-    errors = run_cells(cells, namespace, float(config["cell_timeout"]))
+    errors = run_cells(cells, namespace, float(config["cell_timeout"]), config.get("skip_cells", {}),
+                       lambda number: protocol.send(sock, {"cell": number}))
     names = sorted(k for k in list(namespace) if type(k) is str and not k.startswith("_"))[:MAX_NAMES]
     protocol.send(sock, {"ready": True, "errors": errors, "names": names, "notices": notices})
     server.serve()

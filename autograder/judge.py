@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,10 +47,6 @@ class _Collector:
         self.outcomes: list[Outcome] = []
         self.collection_errors: list[str] = []
 
-    @pytest.fixture(scope="session")
-    def student(self) -> Submission:
-        return self.submission
-
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
         outcome = yield
@@ -71,6 +68,18 @@ class SuiteError(Exception):
     """The hidden suite itself is broken (does not collect): an instructor's problem, never a student's."""
 
 
+def _fixtures(submission: Submission) -> types.ModuleType:
+    """The `student` fixture, as a plugin module (pytest wants fixtures as plain functions)."""
+    plugin = types.ModuleType("autograder_student_fixture")
+
+    @pytest.fixture(scope="session")
+    def student() -> Submission:
+        return submission
+
+    plugin.student = student
+    return plugin
+
+
 def run_suite(suite_files: list[Path], submission: Submission) -> list[Outcome]:
     collector = _Collector(submission)
     args = [str(f) for f in suite_files] + [
@@ -78,7 +87,7 @@ def run_suite(suite_files: list[Path], submission: Submission) -> list[Outcome]:
         "--import-mode=importlib", "-q", "--no-header", "--tb=no", "-o", "addopts=",
         "--rootdir", str(suite_files[0].parent), "-c", os.devnull]
     with contextlib.redirect_stdout(io.StringIO()):
-        code = pytest.main(args, plugins=[collector])
+        code = pytest.main(args, plugins=[collector, _fixtures(submission)])
     if collector.collection_errors or code in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR,
                                                  pytest.ExitCode.NO_TESTS_COLLECTED):
         raise SuiteError("; ".join(collector.collection_errors) or f"pytest exited with {code!r}")

@@ -17,7 +17,8 @@ from autograder.sandbox import Limits, Sandbox
 from autograder.submission import (ModuleHandle, ModuleInfo, Opaque, StudentError, Submission,
                                    SubmissionBroken)
 
-MAX_RESTARTS = 3
+STARTUP_SECONDS = 60.0  # interpreter and torch start-up, before the first cell
+MAX_RESTARTS = 20  # the time budget is the real bound; this only stops a pathological restart loop
 
 
 def _tensor_bytes(value: Any) -> tuple[str, tuple[int, ...], bytes] | None:
@@ -64,6 +65,11 @@ class RemoteSubmission(Submission):
         self.ids = itertools.count(1)
         self.report = LoadReport()
         self.broken_reason = ""
+        # names whose requests ran out of time or took the process down: later requests to them fail at
+        # once, so one endless loop or crash cannot spend the whole budget and starve the other parts
+        self.poisoned: dict[str, str] = {}
+        self.skipped_cells: dict[int, str] = {}
+        self.class_of: dict[int, str] = {}
         self._start()
 
     # lifecycle ---------------------------------------------------------------------------------------------
@@ -71,28 +77,54 @@ class RemoteSubmission(Submission):
         return self.limits.timeout - (time.monotonic() - self.started)
 
     def _start(self) -> None:
-        self.sandbox = Sandbox(self.cells, self.limits, self.forbidden_ops)
-        self.generation += 1
-        deadline = time.monotonic() + max(self.remaining(), 0)
-        try:
-            header, _ = protocol.recv(self.sandbox.sock, deadline, max_payload=0)
-        except protocol.Timeout:
-            self._fail(f"the submission did not finish loading within the {self.limits.timeout:g} s limit")
-            return
-        except (EOFError, OSError, protocol.ProtocolError) as exc:
-            self.sandbox.process.wait(timeout=5) if not isinstance(exc, protocol.ProtocolError) else None
-            self._fail(f"the submission's process {self.sandbox.exit_description()} while loading")
-            return
+        """Start a child and wait until it has run the cells.  A cell that hangs past the cell timeout or
+        takes the process down is skipped in a fresh child, as an error in that cell alone would be."""
+        while True:
+            self.sandbox = Sandbox(self.cells, self.limits, self.forbidden_ops, self.skipped_cells)
+            self.generation += 1
+            running, header = self._wait_until_loaded()
+            if header is not None:
+                break
+            if running is None or self.remaining() <= 0:
+                if not self.report.loaded:
+                    self.report.failure = self.broken_reason
+                return
+            self.skipped_cells[running] = self.broken_reason
         if not self.report.loaded:  # the first load is the one reported; restarts load the same cells
             self.report.cell_errors = [e for e in header.get("errors", []) if isinstance(e, dict)][:100]
             self.report.names = {n for n in header.get("names", []) if isinstance(n, str)}
             self.report.notices = [str(n) for n in header.get("notices", [])] + self.sandbox.notices
             self.report.loaded = True
 
+    def _wait_until_loaded(self) -> tuple[int | None, dict[str, Any] | None]:
+        """(cell running when loading stopped, None) on failure; (None, ready message) on success."""
+        running: int | None = None
+        end = time.monotonic() + max(self.remaining(), 0)
+        while True:
+            step = STARTUP_SECONDS if running is None else self.limits.cell_timeout + 2.0
+            try:
+                header, _ = protocol.recv(self.sandbox.sock, min(end, time.monotonic() + step), max_payload=0)
+            except protocol.Timeout:
+                if running is None or time.monotonic() >= end:
+                    self._fail(f"the submission did not finish loading within the {self.limits.timeout:g} s limit")
+                    return None, None
+                self._fail(f"cell {running} did not finish within {self.limits.cell_timeout:g} s and was stopped")
+                return running, None
+            except (EOFError, OSError, protocol.ProtocolError):
+                self.sandbox.process.wait(timeout=5)
+                what = f"cell {running}" if running is not None else "starting Python"
+                self._fail(f"the submission's process {self.sandbox.exit_description()} while running {what}")
+                return running, None
+            if header.get("ready") is True:
+                return None, header
+            cell = header.get("cell")
+            if type(cell) is not int or not 0 < cell <= len(self.cells):
+                self._fail("malformed message from the submission's process while loading")
+                return None, None
+            running = cell
+
     def _fail(self, reason: str) -> None:
         self.broken_reason = reason
-        if not self.report.loaded and not self.report.failure:
-            self.report.failure = reason
         if self.sandbox is not None:
             self.sandbox.kill()
             self.sandbox = None
@@ -120,6 +152,9 @@ class RemoteSubmission(Submission):
     # one request -------------------------------------------------------------------------------------------
     def request(self, op: str, *, name: str | None = None, obj: int | None = None, args: Sequence[Any] = (),
                 kwargs: dict[str, Any] | None = None, cotangents: Sequence[torch.Tensor] = ()) -> Any:
+        subject = _subject(op, name, self.class_of.get(obj, "?") if obj is not None else "")
+        if subject in self.poisoned:
+            raise SubmissionBroken(f"not run: an earlier request to {subject} {self.poisoned[subject]}")
         self._ensure_running()
         if obj is not None and obj // 1_000_000 != self.generation:
             raise SubmissionBroken("this object was lost when the submission's process was restarted")
@@ -140,14 +175,18 @@ class RemoteSubmission(Submission):
                 self.forbidden_seen.update(str(f) for f in forbidden[:50] if str(f) in self.forbidden_ops)
             if reply.get("ok") is not True:
                 error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+                if error.get("type") == "Timeout":
+                    self.poisoned[subject] = "did not finish in time"
                 bases = error.get("bases") if type(error.get("bases")) is list else []
                 raise StudentError(str(error.get("type", "Error"))[:100], str(error.get("message", ""))[:500],
                                    [str(b) for b in bases[:20]])
             return _plain(protocol.Decoder(payload, _make_tensor).decode(reply.get("value")))
         except protocol.Timeout:
+            self.poisoned[subject] = "did not finish in time"
             self._fail(f"no answer within {budget:.0f} s (the process was stopped)")
         except (EOFError, OSError):
             sandbox.process.wait(timeout=5)
+            self.poisoned[subject] = f"ended the process ({sandbox.exit_description()})"
             self._fail(f"the submission's process {sandbox.exit_description()}")
         except (protocol.ProtocolError, ValueError, TypeError, KeyError) as exc:
             self._fail(f"malformed answer from the submission's process ({exc})")
@@ -167,7 +206,19 @@ class RemoteSubmission(Submission):
         key = self.request("new", name=class_name, args=args, kwargs=kwargs)
         if type(key) is not int:
             raise SubmissionBroken("malformed answer from the submission's process")
-        return RemoteModule(self, self.generation * 1_000_000 + key)
+        handle = self.generation * 1_000_000 + key
+        self.class_of[handle] = class_name
+        return RemoteModule(self, handle)
+
+
+def _subject(op: str, name: str | None, class_name: str) -> str:
+    """What a request exercises, for remembering which code hangs or crashes: a function, a constructor,
+    or one method of a class (forward and its backward count as one)."""
+    if op in ("call", "vjp"):
+        return str(name)
+    if op == "new":
+        return f"{name}()"
+    return f"{class_name}.{'forward' if op == 'forward_vjp' else op}"
 
 
 def _vjp_result(value: Any) -> tuple[Any, list[list[torch.Tensor | None]]]:

@@ -72,7 +72,8 @@ def _unprivileged_ids(name: str | None, notices: list[str]) -> tuple[int, int] |
 
 
 class Sandbox:
-    def __init__(self, cells: list[str], limits: Limits, forbidden_ops: list[str]) -> None:
+    def __init__(self, cells: list[str], limits: Limits, forbidden_ops: list[str],
+                 skip_cells: dict[int, str] | None = None) -> None:
         self.limits = limits
         self.notices: list[str] = []
         self.workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
@@ -86,7 +87,8 @@ class Sandbox:
         self.sock = parent_sock
         config = {"sock_fd": child_sock.fileno(), "cells": str(cells_path), "root": str(ROOT),
                   "cell_timeout": limits.cell_timeout, "request_timeout": limits.request_timeout,
-                  "forbidden_ops": forbidden_ops, "uid": ids[0] if ids else None, "gid": ids[1] if ids else None}
+                  "forbidden_ops": forbidden_ops, "skip_cells": {str(k): v for k, v in (skip_cells or {}).items()},
+                  "uid": ids[0] if ids else None, "gid": ids[1] if ids else None}
         bootstrap = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from autograder.child import main; main()"
         env = {"PATH": "/usr/bin:/bin", "HOME": str(self.workdir), "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
                "MKL_NUM_THREADS": "1", "MPLCONFIGDIR": str(self.workdir / ".mpl"), "LANG": "C.UTF-8",
