@@ -24,8 +24,9 @@ COURSE_ID = "transformer-blocks"
 class Course:
     """A scratch nbgrader course driven through nbgrader's own command line, with the repo's config."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, config_dir: Path = REPO_ROOT) -> None:
         self.root = root.resolve()
+        self.config_dir = config_dir  # where nbgrader runs, so the nbgrader_config.py it reads
         self.exchange = self.root / "exchange"
         # nbgrader runs the `alembic` program by name: the environment's bin folder must be on PATH
         path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
@@ -38,7 +39,7 @@ class Course:
         # nbgrader reads nbgrader_config.py from its working directory: the instructor's commands run from
         # the repository (the course's config); a student's run in their own folder, told only the exchange
         student = [f"--Exchange.root={self.exchange}", f"--CourseDirectory.course_id={COURSE_ID}"] if user else []
-        done = subprocess.run([sys.executable, "-m", "nbgrader", *args, *student], cwd=cwd or REPO_ROOT, env=env,
+        done = subprocess.run([sys.executable, "-m", "nbgrader", *args, *student], cwd=cwd or self.config_dir, env=env,
                               capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")

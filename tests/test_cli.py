@@ -95,3 +95,22 @@ def test_python_file_submission_with_prints(tmp_path):
     path.write_text("print('working on it')\n" + source + "\nprint(layer_norm)\n")
     results, _, _ = grade(path, tmp_path)
     assert results["score"] == 100, json.dumps(results)[:2000]
+
+
+def test_torchs_own_implementation_scores_its_part_zero(tmp_path):
+    via_getattr = ("    mean = x.mean(dim=-1, keepdim=True)\n",
+                   "    import torch.nn.functional as F\n"
+                   "    return getattr(F, 'layer' + '_norm')(x, x.shape[-1:], weight, bias, eps)\n"
+                   "    mean = x.mean(dim=-1, keepdim=True)\n")
+    via_aten = ("    return torch.softmax(scores, dim=-1)",
+                "    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, k)  # borrowed, then hidden\n"
+                "    return torch.softmax(scores, dim=-1)")
+    notebook = write_notebook(student_notebook([via_getattr, via_aten]), tmp_path / "borrowed.ipynb")
+    results, _, _ = grade(notebook, tmp_path)
+    scores = part_scores(results)
+    assert scores["layer_norm"] == 0 and scores["attention"] == 0
+    assert scores["gradient_experiment"] == 10  # untouched by either
+    parts = results["extra_data"]["parts"]
+    assert "native_layer_norm" in parts["layer_norm"]["forbidden_ops"]
+    assert "_scaled_dot_product_flash_attention_for_cpu" in parts["attention"]["forbidden_ops"]
+    assert "torch's own implementation" in results["output"]

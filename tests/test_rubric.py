@@ -1,0 +1,43 @@
+"""Scoring: points shared by weight within a part, torch's own implementation costs the part."""
+import pytest
+
+from autograder.judge import Outcome
+from autograder.rubric import Part, Rubric, RubricError, load_rubric, score
+
+
+def rubric(tmp_path, weights=None):
+    return Rubric("a", tmp_path, (Part("p", "P", 20.0, "test_p.py", weights or {}),
+                                   Part("q", "Q", 10.0, "test_q.py")), ())
+
+
+def test_points_are_shared_by_weight_and_parametrisations_share_their_function(tmp_path):
+    outcomes = [Outcome("test_p", "test_a[1]", True, ""), Outcome("test_p", "test_a[2]", False, "no"),
+                Outcome("test_p", "test_b", True, ""), Outcome("test_q", "test_c", True, "")]
+    p, q = score(rubric(tmp_path, {"test_b": 3}), outcomes)
+    assert [t.max_score for t in p.tests] == [2.5, 2.5, 15.0]
+    assert p.score == pytest.approx(17.5) and q.score == 10
+
+
+def test_forbidden_op_anywhere_in_a_part_scores_it_zero(tmp_path):
+    outcomes = [Outcome("test_p", "test_a", True, "", ("layer_norm",)), Outcome("test_p", "test_b", True, ""),
+                Outcome("test_q", "test_c", True, "")]
+    p, q = score(rubric(tmp_path), outcomes)
+    assert p.score == 0 and p.forbidden == ("layer_norm",) and q.score == 10
+
+
+def test_shipped_rubric_totals_100_and_names_existing_suites():
+    shipped = load_rubric("transformer_block")
+    assert shipped.max_score == 100
+    assert {p.name: p.points for p in shipped.parts} == {
+        "layer_norm": 20, "attention": 25, "multi_head_attention": 25, "transformer_block": 20,
+        "gradient_experiment": 10}
+    assert all(f.is_file() for f in shipped.suite_files())
+
+
+def test_broken_rubric_is_a_one_line_error(tmp_path, monkeypatch):
+    import autograder.rubric as module
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "rubric.toml").write_text("[[parts]]\nname = 'x'\n")
+    monkeypatch.setattr(module, "ASSIGNMENTS", tmp_path)
+    with pytest.raises(RubricError, match=r"rubric.toml: KeyError"):
+        load_rubric("bad")
