@@ -33,7 +33,12 @@ def _libc() -> ctypes.CDLL:
 
 def isolate(config: dict[str, Any]) -> list[str]:
     """Namespaces and privilege drop, each degrading to a notice where the OS refuses it."""
+    import resource
+
     notices: list[str] = []
+    for name, wanted in config.get("rlimits", {}).items():
+        if resource.getrlimit(getattr(resource, name)) != (wanted, wanted):
+            notices.append(f"{name} could not be set to {wanted}")
     libc = _libc()
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the grader dying takes us with it
     if config.get("network_namespace", True):

@@ -66,7 +66,7 @@ def gradescope(result: GradeResult) -> dict[str, Any]:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Readers see the old file or the new one, never half of one; a crash leaves no partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # other students' results are nobody's business
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

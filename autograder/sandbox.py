@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# what the sandbox user must not read: the hidden suites, the reference, the notebook with its solutions,
+# the kit's own tests and the history that holds all of them
+PRIVATE = (ROOT / "autograder" / "assignments", ROOT / "solutions", ROOT / "source", ROOT / "tests", ROOT / ".git")
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,16 @@ def _unprivileged_ids(name: str | None, notices: list[str]) -> tuple[int, int] |
             notices.append(f"{blocked} is not searchable by {name!r} (run the setup command as root to "
                            f"fix): submission runs as root")
             return None
+    for private in PRIVATE:
+        if private.exists() and private.stat().st_mode & 0o005:
+            notices.append(f"{private} is readable by {name!r} (run the setup command as root to fix)")
     return entry.pw_uid, entry.pw_gid
+
+
+def rlimits(limits: Limits) -> dict[str, int]:
+    cpu = int(limits.timeout) + 5
+    return {"RLIMIT_AS": limits.memory_mb << 20, "RLIMIT_CPU": cpu, "RLIMIT_FSIZE": limits.file_size_mb << 20,
+            "RLIMIT_CORE": 0, "RLIMIT_NOFILE": limits.open_files, "RLIMIT_NPROC": limits.processes}
 
 
 class Sandbox:
@@ -88,6 +100,7 @@ class Sandbox:
         config = {"sock_fd": child_sock.fileno(), "cells": str(cells_path), "root": str(ROOT),
                   "cell_timeout": limits.cell_timeout, "request_timeout": limits.request_timeout,
                   "forbidden_ops": forbidden_ops, "skip_cells": {str(k): v for k, v in (skip_cells or {}).items()},
+                  "rlimits": rlimits(limits),
                   "uid": ids[0] if ids else None, "gid": ids[1] if ids else None}
         bootstrap = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from autograder.child import main; main()"
         env = {"PATH": "/usr/bin:/bin", "HOME": str(self.workdir), "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
@@ -105,14 +118,12 @@ class Sandbox:
         self._drain = threading.Thread(target=self._drain_output, daemon=True)
         self._drain.start()
 
-    def _set_limits(self) -> None:  # runs in the child between fork and exec
-        lim = self.limits
-        cpu = int(lim.timeout) + 5
-        for which, value in [(resource.RLIMIT_AS, lim.memory_mb << 20), (resource.RLIMIT_CPU, cpu),
-                             (resource.RLIMIT_FSIZE, lim.file_size_mb << 20), (resource.RLIMIT_CORE, 0),
-                             (resource.RLIMIT_NOFILE, lim.open_files), (resource.RLIMIT_NPROC, lim.processes)]:
+    def _set_limits(self) -> None:
+        """Runs in the child between fork and exec.  It cannot report; the child checks what took effect
+        (autograder.child.isolate) and says so in a notice."""
+        for name, value in rlimits(self.limits).items():
             try:
-                resource.setrlimit(which, (value, value))
+                resource.setrlimit(getattr(resource, name), (value, value))
             except (ValueError, OSError):
                 pass
 
