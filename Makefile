@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(BIN)/python -m autograder.demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
 
 benchmark: $(STAMP)
 	$(BIN)/python -m autograder.benchmark

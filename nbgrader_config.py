@@ -25,8 +25,14 @@ c.Autograde.autograde_preprocessors = [
     SandboxedGrading, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
     AssignLatePenalties, CheckCellMetadata,
 ]
-c.SandboxedGrading.timeout = float(os.environ.get("AUTOGRADER_TIMEOUT", 180))
-c.SandboxedGrading.memory_mb = int(os.environ.get("AUTOGRADER_MEMORY_MB", 4096))
+# Sandbox limits (defaults in autograder.sandbox.Limits; see the README's Limits table), e.g.
+#   c.SandboxedGrading.timeout = 180          wall seconds per submission
+#   c.SandboxedGrading.cell_timeout = 30      wall seconds per notebook cell
+#   c.SandboxedGrading.request_timeout = 20   wall seconds per request (one forward, one backward)
+#   c.SandboxedGrading.memory_mb = 2048       address space of the submission's process
+for variable, trait, kind in [("AUTOGRADER_TIMEOUT", "timeout", float), ("AUTOGRADER_MEMORY_MB", "memory_mb", int)]:
+    if variable in os.environ:
+        setattr(c.SandboxedGrading, trait, kind(os.environ[variable]))
 c.LimitOutput.max_lines = 400
 
 # LMS downloads (Canvas style: <student>_<late_>?<id>_<id>_<file>) for `nbgrader zip_collect`

@@ -10,7 +10,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import multiprocessing
 import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -59,16 +61,32 @@ def already_graded(out_dir: Path, entry: Entry) -> bool:
         return False
 
 
-def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits,
+def _grade_and_record(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limits) -> str:
+    """Runs in a worker process: the result is on disk before the worker reports back."""
+    result: GradeResult = grade_file(entry.path, rubric, limits)
+    write_json_atomic(result_path(out_dir, entry.student), gradescope(result))
+    return f"{entry.student}: {result.score:g} / {result.max_score:g} ({result.seconds:.1f} s)"
+
+
+def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs: int = 1,
               log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> list[Entry]:
     entries = discover(folder, rubric.assignment)
+    pending = []
     for entry in entries:
         if already_graded(out_dir, entry):
             log(f"{entry.student}: already graded, kept")
-            continue
-        result: GradeResult = grade_file(entry.path, rubric, limits)
-        write_json_atomic(result_path(out_dir, entry.student), gradescope(result))
-        log(f"{entry.student}: {result.score:g} / {result.max_score:g} ({result.seconds:.1f} s)")
+        else:
+            pending.append(entry)
+    if jobs <= 1:
+        for entry in pending:
+            log(_grade_and_record(entry, out_dir, rubric, limits))
+    else:
+        # each submission's grading waits mostly on its own child; a few run side by side.  Workers are
+        # spawned, not forked, so none inherits another's threads or sandboxes.
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(_grade_and_record, entry, out_dir, rubric, limits) for entry in pending]
+            for future in as_completed(futures):
+                log(future.result())
     write_grades_csv(out_dir, entries, rubric)
     return entries
 

@@ -129,6 +129,13 @@ class Server:
         self.recorder = OpRecorder(frozenset(config.get("forbidden_ops", ())))
         self.objects: dict[int, Any] = {}
         self.dtypes = {getattr(torch, name): name for name in protocol.DTYPES}
+        # The first use of the recorder's modes and of autograd imports parts of torch lazily (torch._dynamo
+        # among them): do it now, before any timer runs, so that a request's timer never interrupts an import
+        # half-way and leaves torch broken for the rest of the submission.
+        with self.recorder:
+            leaf = torch.ones(2, requires_grad=True)
+            torch.softmax(leaf * 2, dim=-1).sum().backward()
+        self.recorder.take()
 
     # tensors ----------------------------------------------------------------------------------------------
     def tensor_bytes(self, value: Any) -> tuple[str, tuple[int, ...], bytes] | None:

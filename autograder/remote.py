@@ -92,6 +92,10 @@ class RemoteSubmission(Submission):
             self.skipped_cells[running] = self.broken_reason
         if not self.report.loaded:  # the first load is the one reported; restarts load the same cells
             self.report.cell_errors = [e for e in header.get("errors", []) if isinstance(e, dict)][:100]
+            # a cell that ran out of time has cost its time once: restarts skip it
+            self.skipped_cells.update({e["cell"]: f"cell {e['cell']} did not finish in time"
+                                       for e in self.report.cell_errors
+                                       if e.get("type") == "Timeout" and type(e.get("cell")) is int})
             self.report.names = {n for n in header.get("names", []) if isinstance(n, str)}
             self.report.notices = [str(n) for n in header.get("notices", [])] + self.sandbox.notices
             self.report.loaded = True

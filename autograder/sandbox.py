@@ -36,7 +36,7 @@ class Limits:
     timeout: float = 180.0        # wall seconds for the whole submission: loading plus every request
     cell_timeout: float = 30.0    # wall seconds per notebook cell while loading
     request_timeout: float = 20.0  # wall seconds per request (one forward, one backward, ...)
-    memory_mb: int = 4096         # address space of the child
+    memory_mb: int = 2048         # address space of the child (the reference needs about 1 GB)
     output_kb: int = 64           # printed output kept (the rest is drained and dropped)
     reply_mb: int = 64            # largest reply accepted from the child
     file_size_mb: int = 16        # largest file the child may write

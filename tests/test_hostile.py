@@ -1,41 +1,29 @@
-"""Hostile and broken submissions through the real command line: contained, and never worth a point.
+"""Hostile and broken submissions, graded as one class through the real command line and through nbgrader.
 
-Each case asserts that the grader exits normally within the submission's limit plus a margin, that the
-submission earns nothing it did not earn honestly, that no process it started survives, and that
-results.json stays small.
+For every case: the grader exits normally within the submission's limit plus a margin, the submission earns
+nothing it did not earn honestly, no process it started survives, results.json stays small, and the other
+submissions' grades are untouched.  nbgrader must give every student exactly the CLI's score.
 """
 from __future__ import annotations
 
+import csv
 import json
+import re
 import uuid
 
 import pytest
 
+from autograder.demo import ASSIGNMENT, Course
 from autograder.samples import student_notebook, write_notebook
-from conftest import full_marks, grade, part_scores, processes_mentioning, run_cli
+from conftest import full_marks, part_scores, processes_mentioning, run_cli
 
-LIMIT = 60
-FLAGS = ["--timeout", str(LIMIT), "--cell-timeout", "3", "--request-timeout", "3"]
-MARGIN = 20  # interpreter start-up, suites, and killing the child
+pytestmark = pytest.mark.xdist_group("hostile")  # one class, graded once, on one worker
+
+LIMIT = 150
+FLAGS = ["--timeout", str(LIMIT), "--cell-timeout", "10", "--request-timeout", "10", "--memory-mb", "1536"]
+MARGIN = 30  # interpreter start-up, suites, and killing the child
 MAX_RESULTS_BYTES = 200_000
-
-
-def code_cell(source: str) -> dict:
-    return {"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None}
-
-
-def notebook(tmp_path, name: str, extra_cells=(), mutations=()):
-    nb = student_notebook(list(mutations))
-    nb["cells"] += [code_cell(c) for c in extra_cells]
-    return write_notebook(nb, tmp_path / f"{name}.ipynb")
-
-
-def graded_within_limits(path, tmp_path):
-    results, seconds, _ = grade(path, tmp_path, *FLAGS)
-    assert seconds < LIMIT + MARGIN
-    assert (tmp_path / f"{path.stem}.results.json").stat().st_size < MAX_RESULTS_BYTES
-    return results
-
+TOKEN = f"autograder-test-{uuid.uuid4().hex}"
 
 TOP_LEVEL_HAZARDS = {
     "endless loop": "while True:\n    pass",
@@ -47,22 +35,12 @@ TOP_LEVEL_HAZARDS = {
     "deep recursion": ("import sys\nsys.setrecursionlimit(10**8)\ndef deeper(n):\n    return deeper(n + 1) + 1\n"
                        "deeper(0)"),
     "memory bomb": "hog = []\nwhile True:\n    hog.append(bytearray(1 << 28))",
-    "print flood": "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(200):\n    sys.stdout.write(chunk)",
-    "closed stdout": "import os, sys\nsys.stdout.close()\nos.close(1)\nos.close(2)",
     "BaseException subclass": "class Escape(BaseException):\n    pass\nraise Escape('out')",
     "KeyboardInterrupt": "raise KeyboardInterrupt",
+    "print flood": "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(200):\n    sys.stdout.write(chunk)",
+    "closed stdout": "import os, sys\nsys.stdout.close()\nos.close(1)\nos.close(2)",
 }
-
-
-def test_top_level_hazards_cost_only_their_own_cells(tmp_path):
-    path = notebook(tmp_path, "hazards", TOP_LEVEL_HAZARDS.values())
-    results = graded_within_limits(path, tmp_path)
-    assert results["score"] == 100, results["output"]
-    first = sum(c["cell_type"] == "code" for c in student_notebook()["cells"]) + 1
-    for number, hazard in enumerate(TOP_LEVEL_HAZARDS, start=first):
-        if hazard not in ("print flood", "closed stdout"):  # the only two that raise nothing
-            assert f"Cell {number} raised" in results["output"], (hazard, results["output"])
-
+SILENT_HAZARDS = ("print flood", "closed stdout")  # they raise nothing
 
 MHA_FORWARD = "        batch, seq_len, d_model = x.shape\n        q, k, v"
 FORWARD_HAZARDS = {
@@ -75,18 +53,6 @@ FORWARD_HAZARDS = {
     "KeyboardInterrupt": "        raise KeyboardInterrupt\n",
 }
 
-
-@pytest.mark.parametrize("hazard", sorted(FORWARD_HAZARDS))
-def test_hazard_in_forward_costs_only_the_parts_that_run_it(tmp_path, hazard):
-    path = notebook(tmp_path, "forward", mutations=[(MHA_FORWARD, FORWARD_HAZARDS[hazard] + MHA_FORWARD)])
-    results = graded_within_limits(path, tmp_path)
-    scores, maxima = part_scores(results), full_marks(results)
-    for untouched in ("layer_norm", "attention", "gradient_experiment"):
-        assert scores[untouched] == maxima[untouched], results["output"]
-    assert scores["multi_head_attention"] < maxima["multi_head_attention"]
-    assert scores["transformer_block"] < maxima["transformer_block"]
-
-
 BUGGY_LAYER_NORM = ("    mean = x.mean(dim=-1, keepdim=True)\n", "    return x\n    mean = x.mean(dim=-1, keepdim=True)\n")
 TAMPER_CELLS = [
     # what beat nbgrader and otter: make every comparison pass
@@ -95,9 +61,9 @@ TAMPER_CELLS = [
      "numpy.allclose = lambda *a, **k: True\ntorch.Tensor.allclose = lambda *a, **k: True"),
     # an IPython input transformer that turns every later cell into `pass`
     "get_ipython().input_transformers_cleanup.append(lambda lines: ['pass\\n'])",
-    # the test framework and the module table
-    ("import sys, pytest\npytest.fail = lambda *a, **k: None\npytest.approx = lambda *a, **k: 0\n"
-     "sys.modules['pytest'] = None\nsys.modules['autograder'] = None"),
+    # the test framework, builtins and the module table
+    ("import builtins, sys, pytest\npytest.fail = lambda *a, **k: None\npytest.approx = lambda *a, **k: 0\n"
+     "sys.modules['pytest'] = None\nsys.modules['autograder'] = None\nbuiltins.AssertionError = type(None)"),
     # a tensor that claims to equal anything
     ("import torch\nclass Agreeable(torch.Tensor):\n"
      "    def __eq__(self, other):\n        return True\n"
@@ -106,50 +72,129 @@ TAMPER_CELLS = [
      "_honest_layer_norm = layer_norm\n"
      "def layer_norm(x, weight, bias, eps=1e-5):\n    return _honest_layer_norm(x, weight, bias, eps).as_subclass(Agreeable)"),
 ]
+SLEEPER = f"[sys.executable, '-c', 'import time; time.sleep(3600)', '{TOKEN}']"
+LINGERING_CELLS = [
+    f"import subprocess, sys\nsubprocess.Popen({SLEEPER})",
+    f"import subprocess, sys\nsubprocess.Popen({SLEEPER}, start_new_session=True)",
+    # a classic daemon: double fork and setsid
+    (f"import os, sys\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+     f"        os.execv(sys.executable, {SLEEPER})\n    os._exit(0)"),
+]
 
 
-def test_tamper_cells_gain_nothing(tmp_path):
-    honest = graded_within_limits(notebook(tmp_path, "buggy", mutations=[BUGGY_LAYER_NORM]), tmp_path)
-    tampered = graded_within_limits(notebook(tmp_path, "tampered", TAMPER_CELLS, [BUGGY_LAYER_NORM]), tmp_path)
-    assert honest["score"] < 100
-    for part, score in part_scores(tampered).items():
-        assert score <= part_scores(honest)[part], (part, tampered["output"])
-
-
-def test_no_process_outlives_grading(tmp_path):
-    token = f"autograder-test-{uuid.uuid4().hex}"
-    sleeper = f"[sys.executable, '-c', 'import time; time.sleep(3600)', '{token}']"
-    cells = [
-        f"import subprocess, sys\nsubprocess.Popen({sleeper})",
-        f"import subprocess, sys\nsubprocess.Popen({sleeper}, start_new_session=True)",
-        # a classic daemon: double fork and setsid, parented to nobody we know
-        (f"import os, sys\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-         f"        os.execv(sys.executable, {sleeper})\n    os._exit(0)"),
-    ]
-    graded_within_limits(notebook(tmp_path, "lingering", cells), tmp_path)
-    assert processes_mentioning(token) == []
-
-
-def test_submission_cannot_forge_results(tmp_path):
-    out = tmp_path / "forged.results.json"
+def forging_cells(target: str) -> list[str]:
     forged = json.dumps({"score": 100, "max_score": 100, "tests": []})
-    cells = [
-        f"import atexit\natexit.register(lambda: open({str(out)!r}, 'w').write({forged!r}))",
-        f"try:\n    open({str(out)!r}, 'w').write({forged!r})\nexcept OSError as e:\n    print(e)",
-        f"open('results.json', 'w').write({forged!r})",
-    ]
-    results = graded_within_limits(notebook(tmp_path, "forged", cells, [BUGGY_LAYER_NORM]), tmp_path)
-    assert results["score"] < 100 and results["tests"]
+    return [f"import atexit\natexit.register(lambda: open({target!r}, 'w').write({forged!r}))",
+            f"try:\n    open({target!r}, 'w').write({forged!r})\nexcept OSError as e:\n    print(e)",
+            f"open('results.json', 'w').write({forged!r})"]
 
 
-def test_one_submission_never_touches_another(tmp_path):
-    folder = tmp_path / "class"
-    notebook(folder, "alice")
-    notebook(folder, "mallory", ["import os\nos._exit(1)", "while True:\n    pass"],
-             [(MHA_FORWARD, FORWARD_HAZARDS["segfault"] + MHA_FORWARD)])
+def code_cell(source: str) -> dict:
+    return {"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None}
+
+
+def the_class(out_dir) -> dict[str, tuple[list, list[str]]]:
+    """student -> (mutations of the reference, extra cells appended)"""
+    students = {
+        "alice": ([], []),
+        "hazards": ([], list(TOP_LEVEL_HAZARDS.values())),
+        "buggy": ([BUGGY_LAYER_NORM], []),
+        "tamper": ([BUGGY_LAYER_NORM], TAMPER_CELLS),
+        "lingering": ([], LINGERING_CELLS),
+        "forger": ([BUGGY_LAYER_NORM], forging_cells(str(out_dir / "forger.json"))),
+    }
+    for name, hazard in FORWARD_HAZARDS.items():
+        students["forward-" + re.sub(r"\W+", "-", name).strip("-").lower()] = (
+            [(MHA_FORWARD, hazard + MHA_FORWARD)], [])
+    return students
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    folder, out = root / "class", root / "out"
+    for student, (mutations, cells) in the_class(out).items():
+        notebook = student_notebook(mutations)
+        notebook["cells"] += [code_cell(c) for c in cells]
+        write_notebook(notebook, folder / f"{student}.ipynb")
     (folder / "zed.ipynb").write_bytes(b"\x00\xff not a notebook")
-    done = run_cli("grade-all", folder, "-o", tmp_path / "out", *FLAGS)
-    assert done.returncode == 0, done.stderr
-    grades = (tmp_path / "out" / "grades.csv").read_text().splitlines()
-    assert grades[1].startswith("alice,100,100")
-    assert grades[2].startswith("mallory,") and grades[3].startswith("zed,0,100")
+    # most of these spend their time waiting out a limit, so several are graded side by side
+    done = run_cli("grade-all", folder, "-o", out, "--jobs", "3", *FLAGS, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seconds = {m[1]: float(m[2]) for m in re.finditer(r"^(\S+): .* \(([\d.]+) s\)$", done.stderr, re.M)}
+    results = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
+    survivors = processes_mentioning(TOKEN)
+    return root, results, seconds, survivors
+
+
+def test_every_submission_graded_within_its_limit_and_results_stay_small(graded):
+    root, results, seconds, _ = graded
+    assert set(results) == set(the_class(root)) | {"zed"}
+    for student in results:
+        assert seconds[student] < LIMIT + MARGIN, student
+        assert (root / "out" / f"{student}.json").stat().st_size < MAX_RESULTS_BYTES
+    assert results["alice"]["score"] == 100 and results["zed"]["score"] == 0
+
+
+def test_top_level_hazards_cost_only_their_own_cells(graded):
+    _, results, _, _ = graded
+    hazards = results["hazards"]
+    assert hazards["score"] == 100, hazards["output"]
+    first = sum(c["cell_type"] == "code" for c in student_notebook()["cells"]) + 1
+    for number, hazard in enumerate(TOP_LEVEL_HAZARDS, start=first):
+        if hazard not in SILENT_HAZARDS:
+            assert f"Cell {number} raised" in hazards["output"], (hazard, hazards["output"])
+
+
+@pytest.mark.parametrize("hazard", sorted(FORWARD_HAZARDS))
+def test_hazard_in_forward_costs_only_the_parts_that_run_it(graded, hazard):
+    _, results, _, _ = graded
+    result = results["forward-" + re.sub(r"\W+", "-", hazard).strip("-").lower()]
+    scores, maxima = part_scores(result), full_marks(result)
+    for untouched in ("layer_norm", "attention", "gradient_experiment"):
+        assert scores[untouched] == maxima[untouched], result["output"]
+    assert scores["multi_head_attention"] < maxima["multi_head_attention"]
+    assert scores["transformer_block"] < maxima["transformer_block"]
+
+
+def test_tamper_cells_gain_nothing(graded):
+    _, results, _, _ = graded
+    assert results["buggy"]["score"] < 100
+    for part, score in part_scores(results["tamper"]).items():
+        assert score <= part_scores(results["buggy"])[part], (part, results["tamper"]["output"])
+
+
+def test_no_process_outlives_grading(graded):
+    _, _, _, survivors = graded
+    assert survivors == []
+
+
+def test_submission_cannot_forge_results(graded):
+    _, results, _, _ = graded
+    assert results["forger"]["score"] == results["buggy"]["score"] < 100
+    assert results["forger"]["tests"]
+
+
+def test_nbgrader_gives_every_hostile_submission_the_clis_grade(graded):
+    root, results, _, _ = graded
+    course = Course(root / "course")
+    course.create()
+    course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
+    # one submission per kind of hazard (every top-level case is in `hazards`; a crash and a signal-proof loop
+    # stand for the forward cases): the grading engine is the CLI's, and nbgrader grades one at a time
+    students = ["alice", "hazards", "tamper", "lingering", "forger", "forward-segfault",
+                "forward-endless-loop-ignoring-signals"]
+    for student in students:
+        target = course.root / "submitted" / student / ASSIGNMENT
+        target.mkdir(parents=True)
+        (target / f"{ASSIGNMENT}.ipynb").write_bytes((root / "class" / f"{student}.ipynb").read_bytes())
+        course.nbgrader("db", "student", "add", student)
+    course.nbgrader("autograde", ASSIGNMENT, "--SandboxedGrading.timeout=150", "--SandboxedGrading.cell_timeout=10",
+                    "--SandboxedGrading.request_timeout=10", "--SandboxedGrading.memory_mb=1536")
+    grades = course.root / "grades.csv"
+    course.nbgrader("export", "--to", str(grades))
+    with grades.open(newline="") as handle:
+        nbgrader_scores = {r["student_id"]: float(r["score"]) for r in csv.DictReader(handle)}
+    for student in students:
+        assert nbgrader_scores[student] == pytest.approx(results[student]["score"], abs=1e-3), student
+    assert processes_mentioning(TOKEN) == []
