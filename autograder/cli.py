@@ -45,7 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
     grade_all = commands.add_parser("grade-all", help="grade a folder of submissions")
     grade_all.add_argument("folder", type=Path)
     grade_all.add_argument("-o", "--output", type=Path, required=True, help="folder for results and grades.csv")
+    grade_all.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded side by side (default 1)")
     _add_limit_flags(grade_all)
+    check = commands.add_parser("check-suite", help="grade the catalogue of known mistakes and correct variants: "
+                                                    "the hidden suite's mutation score")
+    check.add_argument("assignment", nargs="?", default="transformer_block", help="assignment to check")
+    check.add_argument("--margins", action="store_true", help="also print the tolerance margins per hidden test")
+    check.add_argument("--reruns", type=int, default=0, metavar="N",
+                       help="also grade four entries N times each and compare their results.json byte for byte")
+    check.add_argument("--workers", type=int, default=2, help="grading processes (default 2)")
     return parser
 
 
@@ -56,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     except RubricError as exc:
         print(f"python -m autograder: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
+    if args.command == "check-suite":
+        from autograder.check_suite import run
+
+        return run(rubric.assignment, show_margins=args.margins, reruns=args.reruns, workers=max(args.workers, 1))
     for value, flag in [(args.timeout, "--timeout"), (args.memory_mb, "--memory-mb"),
                         (args.request_timeout, "--request-timeout"), (args.cell_timeout, "--cell-timeout")]:
         if value is not None and value <= 0:
@@ -88,6 +100,9 @@ def _grade_all(args: argparse.Namespace, rubric) -> int:
     if args.output.exists() and not args.output.is_dir():
         print(f"python -m autograder: error: {args.output}: exists and is not a folder", file=sys.stderr)
         return USAGE_ERROR
-    entries = grade_all(args.folder, args.output, rubric, _limits(args))
+    if args.jobs < 1:
+        print("python -m autograder: error: --jobs must be at least 1", file=sys.stderr)
+        return USAGE_ERROR
+    grade_all(args.folder, args.output, rubric, _limits(args), jobs=args.jobs)
     print((args.output / "grades.csv").read_text(encoding="utf-8"), end="")
-    return 0 if entries else 0
+    return 0
