@@ -376,11 +376,13 @@ def _within(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: flo
 def assert_close(actual: Any, expected: torch.Tensor, *, what: str, inputs: str | Mapping[str, Any],
                  atol: float, rtol: float = 0.0,
                  mistakes: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]] | None = None,
-                 dtype: torch.dtype | None = None, nonfinite_hint: str | None = None) -> torch.Tensor:
+                 dtype: torch.dtype | None = None, nonfinite_hint: str | None = None,
+                 hints: Sequence[str] = ()) -> torch.Tensor:
     """`actual` (from the student) must be a tensor of `expected`'s shape (and of `dtype` if given) with
     |actual - expected| <= atol + rtol * |expected| everywhere.  `mistakes` maps a hint to the output a
     known-buggy transformation produces (computed on the trusted side); a hint is shown when the student's
-    output matches it within the same tolerance."""
+    output matches it within the same tolerance.  `hints` are shown on any failure: the caller has already
+    established them from other outputs of the student's code (e.g. right on an easier input)."""
     actual = expect_tensor(actual, what=what, inputs=inputs, shape=expected.shape, dtype=dtype)
     a = actual.detach().to(torch.float64)
     e = expected.detach().to(torch.float64)
@@ -427,8 +429,16 @@ def assert_close(actual: Any, expected: torch.Tensor, *, what: str, inputs: str 
         if bool(_within(a, tensor.detach().to(torch.float64), atol, rtol).all()):
             lines.append(f"  Hint: {hint}")
             shown.add(hint)
+    lines.extend(f"  Hint: {hint}" for hint in hints if hint not in shown)
     fail("\n".join(lines))
     return actual  # unreachable
+
+
+def is_close(actual: Any, expected: torch.Tensor, *, atol: float, rtol: float = 0.0) -> bool:
+    """Whether `actual` passes `assert_close` against `expected` (no failure raised, nothing observed)."""
+    return (isinstance(actual, torch.Tensor) and tuple(actual.shape) == tuple(expected.shape)
+            and bool(_within(actual.detach().to(torch.float64), expected.detach().to(torch.float64), atol,
+                             rtol).all()))
 
 
 def reference_tolerance(reference: Callable[[torch.dtype], torch.Tensor], dtype: torch.dtype, *,
@@ -544,8 +554,11 @@ def expect_keys_and_shapes(tensors: Mapping[str, Any], expected: Mapping[str, Se
     unexpected = sorted(set(tensors) - set(expected))
     if missing or unexpected:
         parts = ([f"missing {missing}"] if missing else []) + ([f"unexpected {unexpected}"] if unexpected else [])
+        empty = (" Nothing is registered: tensors that are not nn.Parameter, and modules kept in a plain Python "
+                 "list or dict, are invisible to nn.Module; use nn.Parameter, nn.ModuleList or one attribute per "
+                 "module." if not tensors else "")
         fail(f"{what}: wrong entries: {'; '.join(parts)}. Expected exactly {sorted(expected)}."
-             + (f" {advice}" if advice else ""))
+             + (f" {advice}" if advice else "") + empty)
     for name, shape in expected.items():
         value = tensors[name]
         if not isinstance(value, torch.Tensor):

@@ -241,6 +241,12 @@ def main() -> None:
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     server = Server(sock, namespace, config)  # imports all the kit's code the child needs, before the student's
     sys.path.remove(config["root"])  # the kit's root (solutions, suites) is not importable by the submission
+    # torch seeds its global RNG randomly at start-up: a submission that draws from it must see the same
+    # numbers on every run, or its grade would depend on the run
+    import random
+
+    random.seed(0)
+    torch.manual_seed(0)
     errors = run_cells(cells, namespace, float(config["cell_timeout"]), config.get("skip_cells", {}),
                        lambda number: protocol.send(sock, {"cell": number}))
     names = sorted(k for k in list(namespace) if type(k) is str and not k.startswith("_"))[:MAX_NAMES]

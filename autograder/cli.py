@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check-suite":
         from autograder.check_suite import run
 
-        return run(rubric.assignment, show_margins=args.margins, reruns=args.reruns, workers=max(args.workers, 1))
+        return run(args.assignment, show_margins=args.margins, reruns=args.reruns, workers=max(args.workers, 1))
     for value, flag in [(args.timeout, "--timeout"), (args.memory_mb, "--memory-mb"),
                         (args.request_timeout, "--request-timeout"), (args.cell_timeout, "--cell-timeout")]:
         if value is not None and value <= 0:

@@ -54,13 +54,14 @@ def _sdpa_reference(q, k, v, mask=None):
     return lambda dt: F.scaled_dot_product_attention(q.to(dt), k.to(dt), v.to(dt), attn_mask=mask)
 
 
-def _manual_weights(q, k, mask=None, *, scale=None, dim=-1, invert=False, after=False, transpose=False):
+def _manual_weights(q, k, mask=None, *, scale=None, dim=-1, invert=False, after=False, transpose=False,
+                    fill=float("-inf")):
     q, k = q.double(), k.double()
     scores = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
     if transpose:
         scores = scores.transpose(-2, -1)
     if mask is not None and not after:
-        scores = scores.masked_fill(mask if invert else ~mask, float("-inf"))
+        scores = scores.masked_fill(mask if invert else ~mask, fill)
     p = torch.softmax(scores, dim=dim)
     if mask is not None and after:
         p = p * mask
@@ -89,12 +90,31 @@ def _weight_mistakes(q, k, mask=None):
              _manual_weights(q, k, mask, invert=True)),
             ("your output matches applying the mask after the softmax: mask the scores (e.g. fill with -inf) "
              "before the softmax so each row still sums to 1", _manual_weights(q, k, mask, after=True)),
+            ("your output matches filling the blocked scores with 0: a score of 0 still gets the weight exp(0); "
+             "fill them with -inf before the softmax", _manual_weights(q, k, mask, fill=0.0)),
         ]
     return out
 
 
 def _sdpa_mistakes(q, k, v, mask=None):
-    return [(hint, p @ v.double()) for hint, p in _weight_mistakes(q, k, mask)]
+    out = [(hint, p @ v.double()) for hint, p in _weight_mistakes(q, k, mask)]
+    if mask is not None:
+        out.append(("your output matches ignoring the mask: pass it on to attention_weights",
+                    _manual_weights(q, k) @ v.double()))
+    return out
+
+
+_MASK_DTYPE_ADVICE = ("causal_mask must return a torch.bool tensor, True where query i may attend key j; a float "
+                      "0/1 or 0/-inf mask breaks the contract (the tests, and torch's attention functions, pass "
+                      "bool masks)")
+
+
+def _causal_mask(student, seq_len, **kwargs):
+    out = C.call(student, "causal_mask", seq_len, **kwargs)
+    if isinstance(out, torch.Tensor) and out.dtype != torch.bool:
+        C.fail(f"causal_mask({seq_len}): expected dtype torch.bool, got {str(out.dtype).replace('torch.', '')}. "
+               f"{_MASK_DTYPE_ADVICE}")
+    return out
 
 
 _OVERFLOW_HINT = ("exp of large scores overflows: subtract the row maximum before exponentiating (softmax is "
@@ -146,7 +166,7 @@ def _masked_cases():
 def test_causal_mask_shape_and_dtype(student):
     """causal_mask(seq_len) returns a torch.bool tensor of shape [seq_len, seq_len] (also with device="cpu")."""
     for seq_len, kwargs in ((1, {}), (5, {}), (8, {"device": "cpu"})):
-        out = C.call(student, "causal_mask", seq_len, **kwargs)
+        out = _causal_mask(student, seq_len, **kwargs)
         C.expect_tensor(out, what=f"causal_mask({seq_len})", shape=(seq_len, seq_len), dtype=torch.bool,
                         inputs={"seq_len": seq_len, **kwargs})
 
@@ -156,12 +176,12 @@ def test_causal_mask_values(student):
     diagonal included)."""
     for seq_len in (5, 2, 7, 1):
         ref = torch.ones(seq_len, seq_len, dtype=torch.bool).tril()
-        out = C.call(student, "causal_mask", seq_len)
+        out = _causal_mask(student, seq_len)
         C.expect_equal(out, ref, what=f"causal_mask({seq_len})", inputs={"seq_len": seq_len}, mistakes={
             "your mask excludes the diagonal: a position may attend to itself (j <= i, not j < i)":
                 ref.tril(-1),
             "your mask is transposed: row i is the query, column j the key, and True where j <= i":
-                ref.triu(),
+                ref.T,
             "your mask uses the opposite convention (True where j > i): True must mean 'may attend', "
             "i.e. j <= i": ~ref,
         })

@@ -25,7 +25,8 @@ import torch.nn as nn
 from autograder import checks as C
 
 
-def _recipe(n_layers, residual, d_model, seed, dtype=torch.float32, *, x_first=False, loss="sum", tanh=True):
+def _recipe(n_layers, residual, d_model, seed, dtype=torch.float32, *, x_first=False, loss="sum", tanh=True,
+            activation=torch.tanh):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if x_first:
@@ -37,7 +38,7 @@ def _recipe(n_layers, residual, d_model, seed, dtype=torch.float32, *, x_first=F
     h = x
     for layer in layers:
         layer.to(dtype)
-        update = torch.tanh(layer(h)) if tanh else layer(h)
+        update = activation(layer(h)) if tanh else layer(h)
         h = h + update if residual else update
     target = h.sum() if loss == "sum" else h.mean()
     return torch.autograd.grad(target, x)[0].norm().item()
@@ -68,10 +69,15 @@ def _check_value(student, n_layers, residual, d_model=None, seed=None):
                                                                                loss="mean")),
         ("your value matches the recipe without tanh: F(h) = tanh(Linear(h))",
          _recipe(n_layers, residual, d, s, torch.float64, tanh=False)),
+        ("your value matches ReLU instead of tanh: F(h) = tanh(Linear(h))",
+         _recipe(n_layers, residual, d, s, torch.float64, activation=torch.relu)),
         ("your value is the squared norm: return the (Euclidean) norm of the gradient", n64 ** 2),
         ("your value matches the recipe with the residual setting flipped",
          _recipe(n_layers, not residual, d, s, torch.float64)),
     ]
+    if d != 16:
+        mistakes.append(("your value matches d_model = 16: build the layers and x with the d_model argument",
+                         _recipe(n_layers, residual, 16, s, torch.float64)))
     C.assert_close(torch.tensor(got, dtype=torch.float64), torch.tensor(n64, dtype=torch.float64), what=label,
                    inputs={"n_layers": n_layers, "residual": residual, "d_model": d, "seed": s}, atol=0.0, rtol=rtol,
                    mistakes=[(h, torch.tensor(v, dtype=torch.float64)) for h, v in mistakes

@@ -60,7 +60,12 @@ def _mistakes(x, weight, bias, eps):
         "your output matches layer norm with weight and bias swapped": xc / torch.sqrt(var + eps) * b + w,
         "your output matches (x - mean) / sqrt(std + eps): divide by the square root of the variance, not of "
         "the standard deviation": xc / torch.sqrt(torch.sqrt(var) + eps) * w + b,
+        "your output matches (x - mean) / (var + eps), without the square root: divide by sqrt(var + eps)":
+            xc / (var + eps) * w + b,
     }
+    if eps != 1e-5:
+        out[f"your output matches eps = 1e-5 although eps={eps:g} was passed: use the eps argument"] = (
+            xc / torch.sqrt(var + 1e-5) * w + b)
     if x.dim() >= 2:
         m2 = x.mean(-2, keepdim=True)
         v2 = ((x - m2) ** 2).mean(-2, keepdim=True)
@@ -155,9 +160,17 @@ def test_layer_norm_large_mean_float32(student):
     w, b = _affine(64, 1001, F32)
     out = C.call(student, "layer_norm", x, w, b, eps=1e-5)
     expected, atol = C.reference_tolerance(_reference(x, w, b, 1e-5), F32)
+    # the same values shifted to mean 0 (exact in float32): layer norm is shift-invariant, so an implementation
+    # that is right there but wrong here loses precision to the large mean
+    centred = x - 1e3
+    out_centred = C.call(student, "layer_norm", centred, w, b, eps=1e-5)
+    ref_centred, atol_centred = C.reference_tolerance(_reference(centred, w, b, 1e-5), F32)
+    cancellation = ("on the same values shifted to mean 0 your output is right: in float32, E[x^2] - E[x]^2 "
+                    "cancels catastrophically when the mean is large; use the mean of (x - mean)^2")
+    hints = [cancellation] if C.is_close(out_centred, ref_centred, atol=atol_centred) else []
     C.assert_close(out, expected, what="layer_norm output on a large-mean float32 input",
                    inputs={"x": x, "weight": w, "bias": b, "eps": 1e-5, "input mean": 1e3, "input std": 1.0},
-                   atol=atol, dtype=F32, mistakes=_mistakes(x, w, b, 1e-5),
+                   atol=atol, dtype=F32, mistakes=_mistakes(x, w, b, 1e-5), hints=hints,
                    nonfinite_hint="the variance came out negative or zero: in float32, E[x^2] - E[x]^2 cancels "
                                   "catastrophically when the mean is large; use the mean of (x - mean)^2")
 

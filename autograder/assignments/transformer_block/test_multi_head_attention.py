@@ -65,7 +65,7 @@ def _reference(x, state, num_heads, *, bias=True, causal=False, float_mask=False
     return run
 
 
-def _manual(x, state, num_heads, *, causal, split="ok", scale_by="head", use_wo=True):
+def _manual(x, state, num_heads, *, causal, split="ok", scale_by="head", use_wo=True, values="Wv"):
     """Known-buggy variants of multi-head attention, in float64 on the trusted side."""
     x, st = x.double(), C.cast_floats(state, F64)
     b, s, d = x.shape
@@ -79,13 +79,15 @@ def _manual(x, state, num_heads, *, causal, split="ok", scale_by="head", use_wo=
             return t.reshape(b, num_heads, s, dh)
         return t.reshape(b, s, num_heads, dh).transpose(1, 2)
 
-    q, k, v = split_heads(lin("Wq", x)), split_heads(lin("Wk", x)), split_heads(lin("Wv", x))
+    q, k, v = split_heads(lin("Wq", x)), split_heads(lin("Wk", x)), split_heads(lin(values, x))
     scores = q @ k.transpose(-2, -1) / math.sqrt(dh if scale_by == "head" else d)
     if causal:
         scores = scores.masked_fill(~C.tril_mask(s), float("-inf"))
     o = torch.softmax(scores, dim=-1) @ v
     if split in ("view", "no-transpose-merge"):
         o = o.reshape(b, s, d)
+    elif split == "feature-major-merge":
+        o = o.permute(0, 2, 3, 1).reshape(b, s, d)
     else:
         o = o.transpose(1, 2).reshape(b, s, d)
     return lin("Wo", o) if use_wo else o
@@ -102,6 +104,12 @@ def _mistakes(x, state, num_heads, causal):
         ("your output matches merging the heads without transposing back: [batch, heads, seq, d_head] must "
          "become [batch, seq, heads, d_head] (transpose(1, 2)) before reshaping to [batch, seq, d_model]",
          _manual(x, state, num_heads, causal=causal, split="no-transpose-merge")),
+        ("your output matches concatenating the heads in the wrong order (feature-major): after "
+         "transpose(1, 2), reshape [batch, seq_len, num_heads, d_head] to [batch, seq_len, d_model], so that the "
+         "d_head features of head 0 come first, then those of head 1, ...",
+         _manual(x, state, num_heads, causal=causal, split="feature-major-merge")),
+        ("your output matches values projected with Wk: v must be Wv(x)",
+         _manual(x, state, num_heads, causal=causal, values="Wk")),
         ("your output matches scaling the scores by 1/sqrt(d_model): each head must use 1/sqrt(d_head), "
          "d_head = d_model // num_heads", _manual(x, state, num_heads, causal=causal, scale_by="model")),
         ("your output matches attention without the output projection Wo",

@@ -74,16 +74,33 @@ def _reference(x, state, h, d_ff, norm_first, causal, float_mask=False):
     return run
 
 
-def _manual_prenorm_from_normed(x, state, h, d_ff, causal):
-    """Pre-norm block whose residuals start from the NORMALISED input (a known mistake)."""
+def _manual_block(x, state, h, d_ff, norm_first, causal, *, from_normed=False, attn_residual=True,
+                  ffn_residual=True, norm_inside=False, activation=F.relu):
+    """Known-buggy blocks, in float64 on the trusted side, from the torch layer's own sublayers:
+    from_normed: pre-norm residuals start from the NORMALISED input (x = ln1(x) + attn(ln1(x)));
+    attn_residual / ffn_residual=False: that sublayer's residual connection is missing;
+    norm_inside: post-norm written x + ln(sublayer(x)); activation: the feed-forward nonlinearity."""
     layer = _torch_layer(state, x.shape[-1], h, d_ff, True, F64)
     x = x.double()
     mask = ~C.tril_mask(x.shape[-2]) if causal else None
+
+    def attn(t):
+        return layer.self_attn(t, t, t, need_weights=False, attn_mask=mask)[0]
+
+    def ffn(t):
+        return layer.linear2(activation(layer.linear1(t)))
+
     with torch.no_grad():
-        n1 = layer.norm1(x)
-        y = n1 + layer.self_attn(n1, n1, n1, need_weights=False, attn_mask=mask)[0]
-        n2 = layer.norm2(y)
-        return n2 + layer.linear2(F.relu(layer.linear1(n2)))
+        if norm_first:
+            n1 = layer.norm1(x)
+            x = (n1 if from_normed else x) * attn_residual + attn(n1)
+            n2 = layer.norm2(x)
+            return (n2 if from_normed else x) * ffn_residual + ffn(n2)
+        if norm_inside:
+            x = x + layer.norm1(attn(x))
+            return x + layer.norm2(ffn(x))
+        x = layer.norm1(x * attn_residual + attn(x))
+        return layer.norm2(x * ffn_residual + ffn(x))
 
 
 def _mistakes(x, state, h, d_ff, norm_first, causal):
@@ -106,11 +123,22 @@ def _mistakes(x, state, h, d_ff, norm_first, causal):
         ("your output matches the block WITHOUT the causal mask: pass causal on to the attention" if causal else
          "your output matches the causal block, but causal=False was asked for", variant(c=not causal)),
     ]
+    manual = [
+        ("your output matches the block without the residual connection around the attention sublayer: add "
+         "the sublayer's input back", {"attn_residual": False}),
+        ("your output matches the block without the residual connection around the feed-forward sublayer: add "
+         "the sublayer's input back", {"ffn_residual": False}),
+        ("your output matches GELU in the feed-forward sublayer: use ReLU (nn.ReLU), as "
+         "torch.nn.TransformerEncoderLayer does by default", {"activation": F.gelu}),
+    ]
     if norm_first:
-        out.append(("your output matches a pre-norm block whose residual starts from the normalised input "
-                    "(x = ln1(x) + attn(ln1(x))): add the sublayer output to the un-normalised x, "
-                    "x = x + attn(ln1(x)), then x = x + ffn(ln2(x))",
-                    _manual_prenorm_from_normed(x, state, h, d_ff, causal)))
+        manual.append(("your output matches a pre-norm block whose residual starts from the normalised input "
+                       "(x = ln1(x) + attn(ln1(x))): add the sublayer output to the un-normalised x, "
+                       "x = x + attn(ln1(x)), then x = x + ffn(ln2(x))", {"from_normed": True}))
+    else:
+        manual.append(("your output matches a post-norm block written x + ln(sublayer(x)): normalise after the "
+                       "residual sum, x = ln1(x + attn(x)), then ln2(x + ffn(x))", {"norm_inside": True}))
+    out += [(hint, _manual_block(x, state, h, d_ff, norm_first, causal, **options)) for hint, options in manual]
     return out
 
 

@@ -1,0 +1,224 @@
+"""Known mistakes: each entry is the reference with ONE realistic bug (sometimes spread over two lines), the
+part in which it must lose points and, where the suite can recognise it from outputs alone, the hint text
+the student must see.  See the package docstring for the format."""
+from __future__ import annotations
+
+from autograder.assignments.transformer_block.catalogue import Entry, M
+
+LN = "layer_norm"
+ATT = "attention"
+MHA = "multi_head_attention"
+BLOCK = "transformer_block"
+GRAD = "gradient_experiment"
+
+_LN_MEAN = "mean = x.mean(dim=-1, keepdim=True)"
+_LN_VAR = "var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased, as torch.nn.LayerNorm"
+_LN_OUT = "return (x - mean) / torch.sqrt(var + eps) * weight + bias"
+_SCORES = "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])"
+_FILL = 'scores = scores.masked_fill(~mask, float("-inf"))'
+_SOFTMAX = "return torch.softmax(scores, dim=-1)"
+_TRIL = "return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()"
+_SPLIT = "return x.view(batch, seq_len, self.num_heads, self.d_head).transpose(1, 2)"
+_MERGE = "return self.Wo(heads.transpose(1, 2).reshape(batch, seq_len, d_model))"
+_SDPA_CALL = "heads = scaled_dot_product_attention(q, k, v, mask)"
+_MASK_LINE = "mask = causal_mask(seq_len, device=x.device) if causal else None"
+_PRE_ATTN = "x = x + self.attn(self.ln1(x), causal=causal)"
+_PRE_FFN = "return x + self.ffn(self.ln2(x))"
+_POST_ATTN = "x = self.ln1(x + self.attn(x, causal=causal))"
+_POST_FFN = "return self.ln2(x + self.ffn(x))"
+_FFN = "self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))"
+_SEED = "torch.manual_seed(seed)\n"
+_LAYERS = "layers = [nn.Linear(d_model, d_model) for _ in range(n_layers)]\n"
+_X = "x = torch.randn(1, d_model, requires_grad=True)\n"
+_UPDATE = "update = torch.tanh(layer(h))"
+_RESIDUAL = "h = h + update if residual else update"
+_BACKWARD = "h.sum().backward()"
+_RETURN_NORM = "return x.grad.norm().item()"
+
+MISTAKES: list[Entry] = [
+    # --- layer_norm ----------------------------------------------------------------------------------------
+    Entry("ln-unbiased-variance", "torch's default x.var() divides by d - 1", LN,
+          (M(_LN_VAR, "var = x.var(dim=-1, keepdim=True)"),), hint="unbiased variance"),
+    Entry("ln-eps-outside-sqrt", "(x - mean) / (sqrt(var) + eps)", LN,
+          (M("torch.sqrt(var + eps)", "(torch.sqrt(var) + eps)"),), hint="eps belongs inside the square root"),
+    Entry("ln-missing-keepdim", "mean and variance without keepdim=True (right shape only when seq_len == "
+          "d_model)", LN,
+          (M(_LN_MEAN, "mean = x.mean(dim=-1)"), M(_LN_VAR, "var = ((x - mean) ** 2).mean(dim=-1)")),
+          hint="keepdim=True"),
+    Entry("ln-ignores-eps-argument", "a hard-coded 1e-5 instead of the eps argument", LN,
+          (M("torch.sqrt(var + eps)", "torch.sqrt(var + 1e-5)"),), hint="use the eps argument"),
+    Entry("ln-no-eps", "no eps at all", LN, (M("torch.sqrt(var + eps)", "torch.sqrt(var)"),),
+          hint="layer norm without eps"),
+    Entry("ln-naive-variance", "variance as E[x^2] - E[x]^2 (catastrophic cancellation in float32)", LN,
+          (M(_LN_VAR, "var = (x * x).mean(dim=-1, keepdim=True) - mean ** 2"),), hint="cancels catastrophically"),
+    Entry("ln-normalises-dim-minus-2", "statistics over dim=-2 (the positions)", LN,
+          (M(_LN_MEAN, "mean = x.mean(dim=-2, keepdim=True)"),
+           M(_LN_VAR, "var = ((x - mean) ** 2).mean(dim=-2, keepdim=True)")), hint="dimension -2"),
+    Entry("ln-no-affine", "weight and bias never applied", LN,
+          (M(_LN_OUT, "return (x - mean) / torch.sqrt(var + eps)"),), hint="without the affine step"),
+    Entry("ln-weight-bias-swapped", "* bias + weight", LN,
+          (M("torch.sqrt(var + eps) * weight + bias", "torch.sqrt(var + eps) * bias + weight"),),
+          hint="weight and bias swapped"),
+    Entry("ln-sqrt-of-std", "divides by sqrt(std + eps)", LN,
+          (M("torch.sqrt(var + eps)", "torch.sqrt(torch.sqrt(var) + eps)"),), hint="square root of the variance"),
+    Entry("LayerNorm-default-eps-1e-6", "LayerNorm's default eps is 1e-6", LN,
+          (M("def __init__(self, d_model: int, eps: float = 1e-5)",
+             "def __init__(self, d_model: int, eps: float = 1e-6)"),),
+          hint="the default must be 1e-5"),
+    Entry("LayerNorm-ignores-eps", "LayerNorm.forward does not pass self.eps", LN,
+          (M("return layer_norm(x, self.weight, self.bias, self.eps)",
+             "return layer_norm(x, self.weight, self.bias)"),),
+          hint="use the eps passed to the constructor"),
+    Entry("LayerNorm-plain-tensors", "weight and bias as plain tensors (not registered as parameters)", LN,
+          (M("self.weight = nn.Parameter(torch.ones(d_model))", "self.weight = torch.ones(d_model)"),
+           M("self.bias = nn.Parameter(torch.zeros(d_model))", "self.bias = torch.zeros(d_model)")),
+          hint="nn.Parameter"),
+    Entry("LayerNorm-random-init", "weight initialised randomly instead of to ones", LN,
+          (M("self.weight = nn.Parameter(torch.ones(d_model))", "self.weight = nn.Parameter(torch.randn(d_model))"),),
+          hint="must be initialised to ones"),
+    # --- attention -----------------------------------------------------------------------------------------
+    Entry("att-no-scaling", "softmax(q k^T) without 1/sqrt(d_k)", ATT,
+          (M(_SCORES, "scores = q @ k.transpose(-2, -1)"),), hint="without scaling"),
+    Entry("att-scale-by-d_k", "scores / d_k", ATT,
+          (M(_SCORES, "scores = q @ k.transpose(-2, -1) / q.shape[-1]"),), hint="1 / d_k"),
+    Entry("att-softmax-over-queries", "softmax over dim=-2", ATT,
+          (M(_SOFTMAX, "return torch.softmax(scores, dim=-2)"),), hint="over dimension -2"),
+    Entry("att-transposes-q-not-k", "k @ q^T instead of q @ k^T", ATT,
+          (M(_SCORES, "scores = k @ q.transpose(-2, -1) / math.sqrt(q.shape[-1])"),), hint="transposed scores"),
+    Entry("att-inverted-mask-convention", "True = blocked, consistently in causal_mask and attention_weights", ATT,
+          (M(_FILL, 'scores = scores.masked_fill(mask, float("-inf"))'),
+           M(_TRIL, "return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)")),
+          hint="opposite"),
+    Entry("att-strictly-lower-mask", "causal mask without the diagonal (j < i)", ATT,
+          (M(_TRIL, "return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril(-1)"),),
+          hint="excludes the diagonal"),
+    Entry("att-transposed-causal-mask", "causal mask True where j >= i", ATT,
+          (M(_TRIL, "return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu()"),),
+          hint="transposed"),
+    Entry("att-naive-softmax", "exp(scores) / sum without subtracting the row maximum: overflows", ATT,
+          (M(_SOFTMAX, "e = torch.exp(scores)\n    return e / e.sum(dim=-1, keepdim=True)"),),
+          hint="subtract the row maximum"),
+    Entry("att-mask-after-softmax", "softmax first, then zero the blocked weights", ATT,
+          (M(_FILL, "pass"), M(_SOFTMAX, "weights = torch.softmax(scores, dim=-1)\n"
+                                        "    return weights if mask is None else weights * mask")),
+          hint="after the softmax"),
+    Entry("att-mask-fills-zero", "blocked scores set to 0 instead of -inf", ATT,
+          (M(_FILL, "scores = scores.masked_fill(~mask, 0.0)"),), hint="filling the blocked scores with 0"),
+    Entry("att-sdpa-drops-mask", "scaled_dot_product_attention does not pass the mask on", ATT,
+          (M("return attention_weights(q, k, mask) @ v", "return attention_weights(q, k) @ v"),),
+          hint="ignoring the mask"),
+    Entry("att-float-mask", "causal_mask returns a float 0/1 mask (the student's attention accepts it; "
+          "never numerically wrong)", ATT,
+          (M(_TRIL, "return torch.ones(seq_len, seq_len, device=device).tril()"),
+           M(_FILL, 'scores = scores.masked_fill(mask == 0, float("-inf"))')),
+          hint="torch.bool"),
+    # --- multi_head_attention ------------------------------------------------------------------------------
+    Entry("mha-heads-view-without-transpose", "heads split with view(B, H, S, d_head): mixes positions (and "
+          "leaks the future under the causal mask)", MHA,
+          (M(_SPLIT, "return x.view(batch, self.num_heads, seq_len, self.d_head)"),), hint=".view("),
+    Entry("mha-merge-without-transpose", "heads merged with reshape(B, S, d_model) straight from [B, H, S, d]",
+          MHA, (M(_MERGE, "return self.Wo(heads.reshape(batch, seq_len, d_model))"),),
+          hint="merging the heads without transposing back"),
+    Entry("mha-merge-wrong-order", "heads concatenated feature-major ([B, S, d_head, H])", MHA,
+          (M(_MERGE, "return self.Wo(heads.permute(0, 2, 3, 1).reshape(batch, seq_len, d_model))"),),
+          hint="concatenating the heads in the wrong order"),
+    Entry("mha-scale-by-d_model", "scores scaled by 1/sqrt(d_model) instead of 1/sqrt(d_head)", MHA,
+          (M(_SDPA_CALL, "scores = q @ k.transpose(-2, -1) / math.sqrt(d_model)\n"
+                         "        if mask is not None:\n"
+                         '            scores = scores.masked_fill(~mask, float("-inf"))\n'
+                         "        heads = torch.softmax(scores, dim=-1) @ v"),), hint="1/sqrt(d_head)"),
+    Entry("mha-no-output-projection", "Wo never applied", MHA,
+          (M(_MERGE, "return heads.transpose(1, 2).reshape(batch, seq_len, d_model)"),),
+          hint="without the output projection Wo"),
+    Entry("mha-Wk-for-values", "copy-paste slip: values projected with Wk", MHA,
+          (M("self.split_heads(self.Wv(x))", "self.split_heads(self.Wk(x))"),), hint="values projected with Wk"),
+    Entry("mha-ignores-causal", "causal flag ignored: never masks", MHA,
+          (M(_MASK_LINE, "mask = None"),), hint="WITHOUT the causal mask"),
+    Entry("mha-assertion-error", "assert instead of raising ValueError for indivisible heads", MHA,
+          (M("if d_model % num_heads != 0:\n"
+             '            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")',
+             'assert d_model % num_heads == 0, "d_model must be divisible by num_heads"'),),
+          hint="raised AssertionError"),
+    Entry("mha-ignores-bias-flag", "nn.Linear(d_model, d_model) whatever bias says", MHA,
+          (M("nn.Linear(d_model, d_model, bias=bias)", "nn.Linear(d_model, d_model)", count=4),),
+          hint="Pass bias=bias"),
+    Entry("mha-python-list-of-linears", "projections kept in a plain Python list (not registered)", MHA,
+          (M("self.Wq = nn.Linear(d_model, d_model, bias=bias)\n"
+             "        self.Wk = nn.Linear(d_model, d_model, bias=bias)\n"
+             "        self.Wv = nn.Linear(d_model, d_model, bias=bias)\n"
+             "        self.Wo = nn.Linear(d_model, d_model, bias=bias)",
+             "self.proj = [nn.Linear(d_model, d_model, bias=bias) for _ in range(4)]"),
+           M("self.split_heads(self.Wq(x)), self.split_heads(self.Wk(x)), self.split_heads(self.Wv(x))",
+             "(self.split_heads(p(x)) for p in self.proj[:3])"),
+           M("return self.Wo(", "return self.proj[3](")),
+          hint="nn.ModuleList"),
+
+    # --- transformer_block ---------------------------------------------------------------------------------
+    Entry("block-pre-norm-residual-from-normalised", "pre-norm residual taken from the normalised input", BLOCK,
+          (M(_PRE_ATTN, "x = self.ln1(x) + self.attn(self.ln1(x), causal=causal)"),
+           M(_PRE_FFN, "return self.ln2(x) + self.ffn(self.ln2(x))")),
+          hint="residual starts from the normalised input"),
+    Entry("block-one-layernorm-shared", "ln2 is the same module as ln1 (invisible with ones/zeros weights)", BLOCK,
+          (M("self.ln2 = LayerNorm(d_model)", "self.ln2 = self.ln1"),), hint="share one module"),
+    Entry("block-ln1-used-twice", "forward uses ln1 for both sublayers", BLOCK,
+          (M(_PRE_FFN, "return x + self.ffn(self.ln1(x))"), M(_POST_FFN, "return self.ln1(x + self.ffn(x))")),
+          hint="uses ln1 for both sublayers"),
+    Entry("block-ln1-ln2-swapped", "ln2 around attention, ln1 around the feed-forward", BLOCK,
+          (M(_PRE_ATTN, "x = x + self.attn(self.ln2(x), causal=causal)"),
+           M(_PRE_FFN, "return x + self.ffn(self.ln1(x))"),
+           M(_POST_ATTN, "x = self.ln2(x + self.attn(x, causal=causal))"),
+           M(_POST_FFN, "return self.ln1(x + self.ffn(x))")), hint="ln1 and ln2 swapped"),
+    Entry("block-no-attention-residual", "post-norm without the residual around attention", BLOCK,
+          (M(_POST_ATTN, "x = self.ln1(self.attn(x, causal=causal))"),),
+          hint="without the residual connection around the attention"),
+    Entry("block-no-ffn-residual", "pre-norm without the residual around the feed-forward", BLOCK,
+          (M(_PRE_FFN, "return self.ffn(self.ln2(x))"),),
+          hint="without the residual connection around the feed-forward"),
+    Entry("block-norm-orders-swapped", "if not self.norm_first: pre-norm and post-norm swapped", BLOCK,
+          (M("if self.norm_first:", "if not self.norm_first:"),), hint="but norm_first="),
+    Entry("block-ignores-norm-first", "always post-norm", BLOCK,
+          (M("self.norm_first = norm_first", "self.norm_first = False"),), hint="post-norm block"),
+    Entry("block-post-norm-inside-residual", "post-norm written x + ln(sublayer(x))", BLOCK,
+          (M(_POST_ATTN, "x = x + self.ln1(self.attn(x, causal=causal))"),
+           M(_POST_FFN, "return x + self.ln2(self.ffn(x))")), hint="x + ln(sublayer(x))"),
+    Entry("block-drops-causal", "attention called without causal=causal", BLOCK,
+          (M("self.attn(self.ln1(x), causal=causal)", "self.attn(self.ln1(x))"),
+           M("self.attn(x, causal=causal)", "self.attn(x)")), hint="WITHOUT the causal mask"),
+    Entry("block-ffn-gelu", "GELU instead of ReLU in the feed-forward", BLOCK,
+          (M(_FFN, _FFN.replace("nn.ReLU()", "nn.GELU()")),), hint="GELU"),
+    Entry("block-ffn-without-relu", "no activation in the feed-forward (keys become ffn.0 / ffn.1)", BLOCK,
+          (M(_FFN, "self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model))"),),
+          hint="unexpected ['ffn.1.bias', 'ffn.1.weight']"),
+    Entry("block-d_ff-ignored", "hidden size hard-coded to 4 * d_model", BLOCK,
+          (M(_FFN, "self.ffn = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.ReLU(), "
+                   "nn.Linear(4 * d_model, d_model))"),), hint="expected [12, 8]"),
+
+    # --- gradient_experiment -------------------------------------------------------------------------------
+    Entry("grad-0-dim-tensor", "returns x.grad.norm() (a 0-dim tensor), never numerically wrong", GRAD,
+          (M(_RETURN_NORM, "return x.grad.norm()"),), hint="got a torch.Tensor"),
+    Entry("grad-x-drawn-before-layers", "x drawn before the layers are built", GRAD,
+          (M(_LAYERS + "    " + _X, _X + "    " + _LAYERS),), hint="BEFORE building the layers"),
+    Entry("grad-seed-after-layers", "torch.manual_seed(seed) called after building the layers", GRAD,
+          (M(_SEED + "    " + _LAYERS, _LAYERS + "    " + _SEED),), hint="at the start of the function"),
+    Entry("grad-no-seed", "never seeds torch", GRAD, (M(_SEED, "\n"),), hint="at the start of the function"),
+    Entry("grad-seed-ignored", "always torch.manual_seed(0)", GRAD,
+          (M(_SEED, "torch.manual_seed(0)\n"),), hint="use the seed argument"),
+    Entry("grad-of-mean", "gradient of h.mean() instead of h.sum()", GRAD,
+          (M(_BACKWARD, "h.mean().backward()"),), hint="h.mean()"),
+    Entry("grad-relu-not-tanh", "ReLU instead of tanh", GRAD,
+          (M(_UPDATE, "update = torch.relu(layer(h))"),), hint="ReLU instead of tanh"),
+    Entry("grad-squared-norm", "returns the squared norm", GRAD,
+          (M(_RETURN_NORM, "return (x.grad ** 2).sum().item()"),), hint="squared norm"),
+    Entry("grad-residual-flipped", "residual=True computes the plain stack and vice versa", GRAD,
+          (M(_RESIDUAL, "h = update if residual else h + update"),), hint="residual setting flipped"),
+    Entry("grad-d_model-hard-coded", "16 hard-coded instead of d_model", GRAD,
+          (M(_LAYERS + "    " + _X, _LAYERS.replace("d_model, d_model", "16, 16") + "    "
+             + _X.replace("d_model", "16")),), hint="d_model = 16"),
+
+    # --- notebooks -----------------------------------------------------------------------------------------
+    Entry("nb-ln-unbiased-variance", "the release notebook with the unbiased variance", LN,
+          (M(_LN_VAR, "var = x.var(dim=-1, keepdim=True)"),), hint="unbiased variance", notebook=True),
+    Entry("nb-mha-heads-view-without-transpose", "the release notebook with heads split without transpose", MHA,
+          (M(_SPLIT, "return x.view(batch, self.num_heads, seq_len, self.d_head)"),), hint=".view(",
+          notebook=True),
+]

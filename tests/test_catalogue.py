@@ -1,0 +1,155 @@
+"""Grades that mean what they say: the catalogue of known mistakes and correct-but-different submissions,
+graded once per test session through the REAL grader (`autograder.grading.grade_file`: sandboxed child,
+hidden suites, rubric; a process pool of 2), then checked entry by entry:
+
+* every mistake loses points in its own part, and in no part that does not build on that part;
+* where the entry declares a hint, the failure output of its own part contains it (and most entries do);
+* every correct variant gets full marks, inside half of every tolerance;
+* what students see names what was compared, never hidden source or tracebacks;
+* every mutation applies to the reference code exactly (a stale find-string fails loudly).
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from autograder import check_suite
+from autograder.assignments.transformer_block import catalogue
+from autograder.assignments.transformer_block.catalogue import CatalogueError, Entry, M, may_cost
+from autograder.source_cells import read_cells
+
+ASSIGNMENT = "transformer_block"
+ENTRIES = {e.name: e for e in catalogue.entries()}
+MISTAKES = [e for e in ENTRIES.values() if e.part is not None]
+VARIANTS = [e for e in ENTRIES.values() if e.part is None]
+
+# the mistakes issue 3 names explicitly: each must be in the catalogue
+REQUIRED = ["ln-unbiased-variance", "ln-eps-outside-sqrt", "ln-missing-keepdim", "ln-ignores-eps-argument",
+            "block-one-layernorm-shared", "att-naive-softmax", "att-strictly-lower-mask",
+            "mha-heads-view-without-transpose", "att-mask-after-softmax", "block-pre-norm-residual-from-normalised",
+            "att-float-mask", "mha-assertion-error", "grad-0-dim-tensor", "LayerNorm-plain-tensors",
+            "mha-python-list-of-linears", "mha-ignores-bias-flag"]
+
+LEAKS = ("Traceback", "During handling", "def test_", "checks.py", ".py:", "C.fail(", "pytest.fail",
+         "check failed (", "solutions", "catalogue")
+
+pytestmark = pytest.mark.xdist_group("catalogue")
+
+
+def shared_result(tmp_path_factory, name: str, compute: Callable[[Path], Any]) -> Any:
+    """compute(folder) once per test run, even when pytest-xdist spreads the tests that need it over several
+    workers (`xdist_group` alone does not keep them together with every pytest/xdist version): the first
+    worker computes, the others wait on a lock and read the JSON it left."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by all workers of this run
+    cache = root / f"{name}.json"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if cache.exists():
+            return json.loads(cache.read_text())
+        result = compute(root / name)
+        cache.write_text(json.dumps(result))
+        return result
+
+
+@pytest.fixture(scope="session")
+def graded(tmp_path_factory) -> dict[str, dict]:
+    """Every entry graded once per test run, with a pool of 2 processes."""
+    return shared_result(tmp_path_factory, "catalogue",
+                         lambda folder: check_suite.run_catalogue(ASSIGNMENT, workers=2, folder=folder))
+
+
+def _failures(result: dict, part: str | None = None) -> list[dict]:
+    return [t for t in result["tests"] if not t["passed"] and (part is None or t["name"].startswith(f"{part}: "))]
+
+
+def _describe(result: dict) -> str:
+    lines = [f"score {result['score']}: {result['parts']}"] + [f"cell error: {e}" for e in result["cell_errors"]]
+    lines += [f"{t['name']}: {t['output']}" for t in _failures(result)[:8]]
+    return "\n".join(lines)
+
+
+# --- the catalogue itself ----------------------------------------------------------------------------------
+
+def test_catalogue_size_and_shape():
+    assert len(MISTAKES) >= 45 and len(VARIANTS) >= 15, (len(MISTAKES), len(VARIANTS))
+    assert sum(e.notebook for e in MISTAKES) >= 2 and sum(e.notebook for e in VARIANTS) >= 2
+    assert {e.part for e in MISTAKES} == set(catalogue.BUILT_ON)
+    missing = [name for name in REQUIRED if name not in ENTRIES]
+    assert not missing, missing
+
+
+def test_majority_of_mistakes_declare_a_hint():
+    assert sum(e.hint is not None for e in MISTAKES) > 0.75 * len(MISTAKES)
+
+
+@pytest.mark.parametrize("name", list(ENTRIES))
+def test_entry_builds_from_the_reference(name, tmp_path):
+    entry = ENTRIES[name]
+    path = catalogue.write(entry, tmp_path)
+    for number, cell in enumerate(read_cells(path), 1):
+        compile(cell, f"{path.name} cell {number}", "exec")
+    if entry.mutations or entry.replace:
+        assert catalogue.solution_cells(entry) != catalogue.solution_cells(catalogue.REFERENCE)
+
+
+def test_stale_mutation_fails_loudly():
+    with pytest.raises(CatalogueError, match="occurs 0 times"):
+        catalogue.solution_cells(Entry("stale", "", "layer_norm", (M("no such code", "x"),)))
+    with pytest.raises(CatalogueError, match="occurs 4 times"):
+        catalogue.solution_cells(Entry("ambiguous", "", "multi_head_attention",
+                                       (M("nn.Linear(d_model, d_model, bias=bias)", "x"),)))
+    with pytest.raises(CatalogueError, match="no solution cell"):
+        catalogue.solution_cells(Entry("unknown-cell", "", replace={"nope": ""}))
+
+
+# --- graded through the real grader -------------------------------------------------------------------------
+
+def test_reference_gets_full_marks(graded):
+    result = graded["reference"]
+    assert result["score"] == 100 and not _failures(result), _describe(result)
+
+
+@pytest.mark.parametrize("name", [e.name for e in MISTAKES])
+def test_mistake_loses_points_in_its_own_part_only(graded, name):
+    entry, result = ENTRIES[name], graded[name]
+    lost = check_suite.lost_parts(result)
+    assert entry.part in lost, f"{name} escaped: {_describe(result)}"
+    assert lost <= may_cost(entry.part), f"{name} cost unrelated parts {sorted(lost - may_cost(entry.part))}"
+    assert all(t["output"].strip() for t in _failures(result)), "every failure says what went wrong"
+
+
+@pytest.mark.parametrize("name", [e.name for e in MISTAKES if e.hint is not None])
+def test_mistake_shows_its_hint(graded, name):
+    entry, result = ENTRIES[name], graded[name]
+    outputs = [t["output"] for t in _failures(result, entry.part)]
+    assert any(entry.hint in text for text in outputs), f"{entry.hint!r} not shown:\n{_describe(result)}"
+
+
+@pytest.mark.parametrize("name", [e.name for e in VARIANTS])
+def test_variant_gets_full_marks_with_margin(graded, name):
+    result = graded[name]
+    assert result["score"] == 100 and not _failures(result), _describe(result)
+    worst = max(result["ratios"].items(), key=lambda item: item[1])
+    assert worst[1] < 0.5, worst
+
+
+def test_failure_outputs_are_student_facing(graded):
+    for name, result in graded.items():
+        for test in _failures(result):
+            for leak in LEAKS:
+                assert leak not in test["output"], (name, test["name"], leak, test["output"])
+
+
+def test_check_suite_summary_passes(graded):
+    text, ok = check_suite.summarise(ASSIGNMENT, graded, 0.0, 2)
+    assert ok, text
+    assert f"{len(MISTAKES)} / {len(MISTAKES)} mistakes caught" in text
+    rows = check_suite.margins(ASSIGNMENT, graded)
+    assert rows and all(r["worst_legit"] < 0.5 for r in rows), check_suite.format_margins(rows)
