@@ -14,7 +14,6 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e .
-	$(BIN)/python -m autograder.setup_host
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -30,6 +30,7 @@ c.Autograde.autograde_preprocessors = [
 #   c.SandboxedGrading.cell_timeout = 30      wall seconds per notebook cell
 #   c.SandboxedGrading.request_timeout = 20   wall seconds per request (one forward, one backward)
 #   c.SandboxedGrading.memory_mb = 2048       address space of the submission's process
+#   c.SandboxedGrading.allow_unisolated = False   True grades where the machine allows no sandbox
 for variable, trait, kind in [("AUTOGRADER_TIMEOUT", "timeout", float), ("AUTOGRADER_MEMORY_MB", "memory_mb", int)]:
     if variable in os.environ:
         setattr(c.SandboxedGrading, trait, kind(os.environ[variable]))

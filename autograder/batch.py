@@ -4,6 +4,9 @@ Each submission's results.json is written atomically the moment it is graded, wi
 it judged; a rerun skips every submission whose result matches its current file, so killing the grader
 mid-batch loses at most the submission in progress.  grades.csv is always rebuilt from the per-submission
 results, never kept as its own state.
+
+A batch that is stopped (Ctrl-C, SIGTERM, a submission whose judging was interrupted) records nothing for the
+submissions in progress, writes no grades.csv, and raises: the rerun grades what is missing.
 """
 from __future__ import annotations
 
@@ -11,13 +14,15 @@ import csv
 import io
 import json
 import multiprocessing
+import signal
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
-from autograder.grading import GradeResult, file_sha256, grade_file
+from autograder.grading import GradeResult, as_text, file_sha256, grade_file
+from autograder.judge import JudgingInterrupted, raise_terminated
 from autograder.results import gradescope, write_json_atomic
 from autograder.rubric import Rubric
 from autograder.sandbox import Limits
@@ -36,7 +41,7 @@ def discover(folder: Path, assignment: str) -> list[Entry]:
     (given either the `submitted` folder or the course root)."""
     if (folder / "submitted").is_dir():
         folder = folder / "submitted"
-    entries = [Entry(p.stem, p) for p in sorted(folder.iterdir())
+    entries = [Entry(as_text(p.stem), p) for p in sorted(folder.iterdir())
                if p.is_file() and p.suffix in SUBMISSION_SUFFIXES]
     for student_dir in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
         assignment_dir = student_dir / assignment
@@ -45,7 +50,7 @@ def discover(folder: Path, assignment: str) -> list[Entry]:
         preferred = assignment_dir / f"{assignment}.ipynb"
         notebooks = [preferred] if preferred.is_file() else sorted(assignment_dir.glob("*.ipynb"))
         if notebooks:
-            entries.append(Entry(student_dir.name, notebooks[0]))
+            entries.append(Entry(as_text(student_dir.name), notebooks[0]))
     return entries
 
 
@@ -68,8 +73,38 @@ def _grade_and_record(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limit
     return f"{entry.student}: {result.score:g} / {result.max_score:g} ({result.seconds:.1f} s)"
 
 
+# In a worker process (--jobs > 1).  The main process stops a batch by sending its workers SIGTERM: a worker
+# then stops the submission it is grading, which records nothing, and starts no other.
+_stopping = False
+_grading = False
+
+
+def _worker_sigterm(signum: int, frame: Any) -> None:
+    global _stopping
+    _stopping = True
+    if _grading:  # an idle worker raising here would die with a traceback instead of refusing new work
+        raise_terminated(signum, frame)
+
+
+def _init_worker() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the main process decides
+    signal.signal(signal.SIGTERM, _worker_sigterm)
+
+
+def _grade_in_worker(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limits) -> str:
+    global _grading
+    if _stopping:
+        raise JudgingInterrupted(f"{entry.student}: not started, the batch was stopped")
+    _grading = True
+    try:
+        return _grade_and_record(entry, out_dir, rubric, limits)
+    finally:
+        _grading = False
+
+
 def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs: int = 1,
               log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> list[Entry]:
+    """Raises JudgingInterrupted or KeyboardInterrupt when stopped; every result written so far stays."""
     entries = discover(folder, rubric.assignment)
     pending = []
     for entry in entries:
@@ -83,10 +118,18 @@ def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs:
     else:
         # each submission's grading waits mostly on its own child; a few run side by side.  Workers are
         # spawned, not forked, so none inherits another's threads or sandboxes.
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(_grade_and_record, entry, out_dir, rubric, limits) for entry in pending]
-            for future in as_completed(futures):
-                log(future.result())
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_init_worker) as pool:
+            futures = [pool.submit(_grade_in_worker, entry, out_dir, rubric, limits) for entry in pending]
+            try:
+                for future in as_completed(futures):
+                    log(future.result())
+            except BaseException:  # a signal here, or a worker's submission stopped: stop the whole batch
+                for future in futures:
+                    future.cancel()
+                for process in list(pool._processes.values()):  # the executor has no public way to stop a task
+                    process.terminate()
+                raise
     write_grades_csv(out_dir, entries, rubric)
     return entries
 

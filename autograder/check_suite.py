@@ -4,7 +4,7 @@ correct-but-different submissions through the real grader and report the suite's
     python -m autograder check-suite [ASSIGNMENT] [--margins] [--reruns N] [--workers W]
     python -m autograder.check_suite [ASSIGNMENT] ...            (the same)
 
-Every catalogue entry (`autograder/assignments/<name>/catalogue/`) is written to a file and graded by
+Every catalogue entry (`assignments/<name>/catalogue/`) is written to a file and graded by
 `autograder.grading.grade_file`: sandboxed child, hidden suites, rubric, exactly as a student's file.
 A mistake is *caught* when it loses points in its own part; it is *unfair* when it also loses points in a part
 that does not build on that part; its *hint* is missing when the failure output of its own part does not
@@ -50,11 +50,18 @@ class CheckSuiteError(Exception):
 
 
 def load_catalogue(assignment: str) -> ModuleType:
+    # The catalogue lives in the checkout (assignments/<name>/catalogue/), never in the installed package, so
+    # the checkout root is put on sys.path explicitly here rather than importing the files by path: its
+    # modules import each other by absolute name, and the catalogue must be the same module whether the
+    # kit's tests import it (pytest's pythonpath) or this command does.  check-suite is trusted and runs
+    # from the checkout; the sandboxed child never inherits this sys.path (it builds its own).
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
     try:
-        return importlib.import_module(f"autograder.assignments.{assignment}.catalogue")
+        return importlib.import_module(f"assignments.{assignment}.catalogue")
     except ModuleNotFoundError as exc:
         raise CheckSuiteError(f"assignment {assignment!r} has no catalogue "
-                              f"(autograder/assignments/{assignment}/catalogue/): {exc}") from None
+                              f"(assignments/{assignment}/catalogue/): {exc}") from None
 
 
 # --- grading (in pool workers) -----------------------------------------------------------------------------

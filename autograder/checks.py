@@ -276,23 +276,27 @@ class Module:
             self.handle.load_state_dict(dict(state), strict=strict)
 
     def load_weights(self, state: Mapping[str, torch.Tensor]) -> None:
-        """Load the test's weights for a numeric check.  Strict first; if that is refused (e.g. the module has
-        an extra buffer, which the structure tests grade), load non-strictly and verify every given entry
-        arrived, so a numeric test only fails for numeric reasons or for missing/misnamed parameters."""
-        try:
-            self.handle.load_state_dict(dict(state), strict=True)
-            return
-        except StudentError:
-            pass
+        """Load the test's weights: exactly the parameters the contract names (random, or torch's).
+
+        The contract fixes the parameters, not the rest of the module's state, so the load is not strict:
+        extra buffers (a registered causal mask, persistent or not) and other non-parameter state belong to
+        the student and keep their values.  What strictness would catch for parameters is checked here
+        instead: named_parameters() must be exactly the loaded names, each holding its loaded values."""
         self.load_state_dict(state, strict=False)
-        back = self.state_dict()
-        missing = sorted(k for k in state if k not in back)
-        if missing:
-            fail(f"{self.label}: cannot load the test's weights: your module has no parameters named {missing} "
-                 f"(its state_dict has {sorted(back)})")
+        params = self.named_parameters()
+        what = f"{self.label}: loading the test's weights"
+        # values first: a parameter registered under two names (one module assigned to two attributes) is
+        # listed once by named_parameters and ends up holding the values loaded into the other name
         for name, value in state.items():
-            if not isinstance(back[name], torch.Tensor) or not torch.equal(back[name].to(value.dtype), value):
-                fail(f"{self.label}: after load_state_dict, state_dict()['{name}'] does not hold the loaded values")
+            got = params.get(name) if isinstance(params, Mapping) else None
+            if isinstance(got, torch.Tensor) and got.shape == value.shape and not torch.equal(got.to(value.dtype),
+                                                                                             value):
+                twin = next((other for other, v in state.items() if other != name and v.shape == value.shape
+                             and torch.equal(got.to(v.dtype), v)), None)
+                fail(f"{what}: parameter '{name}' does not hold the values loaded into it"
+                     + (f"; it holds those loaded into '{twin}', so the two names share one module or parameter"
+                        if twin else ""))
+        expect_parameters(params, {k: v.shape for k, v in state.items()}, what=f"{what}: named_parameters()")
 
     def to(self, dtype: torch.dtype) -> None:
         with student_code(f"calling .to({dtype}) on {self.label}"):
@@ -545,35 +549,28 @@ def check_depends_on_future(forward: Callable[[list[torch.Tensor]], Any], inputs
 
 # --- module structure ---------------------------------------------------------------------------------------
 
-def expect_keys_and_shapes(tensors: Mapping[str, Any], expected: Mapping[str, Sequence[int]], *, what: str,
-                           advice: str = "") -> None:
-    """`tensors` (a state_dict or named_parameters) must have exactly the expected names and shapes."""
-    if not isinstance(tensors, Mapping):
-        fail(f"{what}: expected a dict of tensors, got {kind_of(tensors)}")
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
+def expect_parameters(params: Mapping[str, Any], expected: Mapping[str, Sequence[int]], *, what: str,
+                      advice: str = "") -> None:
+    """`params` (a module's named_parameters()) must have exactly the expected names and shapes.
+
+    Parameters are what the contract fixes (their names are the state_dict keys that torch's weights are
+    loaded under); buffers are not parameters, so a registered causal mask never fails this check.  The
+    failure names the missing and unexpected parameters; `advice` (how to create the expected ones) is added
+    only when some are missing, since an extra parameter alone is not explained by it."""
+    if not isinstance(params, Mapping):
+        fail(f"{what}: expected a dict of tensors, got {kind_of(params)}")
+    missing = sorted(set(expected) - set(params))
+    unexpected = sorted(set(params) - set(expected))
     if missing or unexpected:
-        parts = ([f"missing {missing}"] if missing else []) + ([f"unexpected {unexpected}"] if unexpected else [])
+        found = ([f"missing {missing}"] if missing else []) + ([f"unexpected {unexpected}"] if unexpected else [])
         empty = (" Nothing is registered: tensors that are not nn.Parameter, and modules kept in a plain Python "
                  "list or dict, are invisible to nn.Module; use nn.Parameter, nn.ModuleList or one attribute per "
-                 "module." if not tensors else "")
-        fail(f"{what}: wrong entries: {'; '.join(parts)}. Expected exactly {sorted(expected)}."
-             + (f" {advice}" if advice else "") + empty)
+                 "module." if not params else "")
+        fail(f"{what}: wrong parameters: {'; '.join(found)}. Expected exactly the parameters {sorted(expected)} "
+             f"(buffers are fine)." + (f" {advice}" if advice and missing else "") + empty)
     for name, shape in expected.items():
-        value = tensors[name]
+        value = params[name]
         if not isinstance(value, torch.Tensor):
-            fail(f"{what}: entry '{name}' is {kind_of(value)}, expected a tensor")
+            fail(f"{what}: parameter '{name}' is {kind_of(value)}, expected a tensor")
         if tuple(value.shape) != tuple(shape):
-            fail(f"{what}: entry '{name}' has shape {list(value.shape)}, expected {list(shape)}")
-
-
-def expect_round_trip(module: Module, state: Mapping[str, torch.Tensor]) -> None:
-    """Strictly load `state` into the student's module; its state_dict() must then return exactly `state`."""
-    module.load_state_dict(state, strict=True)
-    back = module.state_dict()
-    expect_keys_and_shapes(back, {k: v.shape for k, v in state.items()},
-                           what=f"{module.label}.state_dict() after load_state_dict")
-    for name, value in state.items():
-        if not torch.equal(back[name].to(value.dtype), value):
-            fail(f"{module.label}: after load_state_dict, state_dict()['{name}'] does not hold the loaded values. "
-                 f"Do two names share one module or parameter?")
+            fail(f"{what}: parameter '{name}' has shape {list(value.shape)}, expected {list(shape)}")

@@ -1,80 +1,30 @@
 """The untrusted side: runs a submission's code cells, then answers the judge's requests.
 
-Started by autograder.sandbox as `python -I -c ...` with one JSON argument.  Everything here runs in a
-process the student's code controls once its cells have run, so nothing this process says is believed: the
-judge re-checks every reply.  What this module guarantees is only what it does *before* the first student
-line runs: isolation (network and PID namespaces, an unprivileged user) and the recorder that notices
-torch's own implementations of graded operations.
+Started by autograder.sandbox as `python -I -c ...` with one JSON argument; the cells arrive as the first
+message on the socket.  Everything here runs in a process the student's code controls once its first cell
+has run, so nothing this process says after that is believed: the judge re-checks every reply.  What this
+module guarantees is only what it does *before* the first student line runs: the isolation
+(autograder.isolation), reported in the "isolated" message, and the recorder that notices torch's own
+implementations of graded operations.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
+import resource
 import signal
 import socket
 import sys
+import time
 from typing import Any
 
-CLONE_NEWNET = 0x40000000
-CLONE_NEWPID = 0x20000000
-PR_SET_PDEATHSIG = 1
-PR_SET_NO_NEW_PRIVS = 38
+# time left when loading stops, so the judge's own deadline (a little later) is never the one that fires
+LOAD_SLACK_SECONDS = 1.0
 
 
 class Interrupted(BaseException):
     """Raised by the timer inside a cell or a request that ran out of time.  A BaseException so that a
     student's `except Exception` cannot swallow it."""
-
-
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def isolate(config: dict[str, Any]) -> list[str]:
-    """Namespaces and privilege drop, each degrading to a notice where the OS refuses it."""
-    import resource
-
-    notices: list[str] = []
-    for name, wanted in config.get("rlimits", {}).items():
-        if resource.getrlimit(getattr(resource, name)) != (wanted, wanted):
-            notices.append(f"{name} could not be set to {wanted}")
-    libc = _libc()
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the grader dying takes us with it
-    if config.get("network_namespace", True):
-        if libc.unshare(CLONE_NEWNET) != 0:
-            notices.append(f"no network namespace ({os.strerror(ctypes.get_errno())}): network not cut off")
-    if config.get("pid_namespace", True):
-        if libc.unshare(CLONE_NEWPID) == 0:
-            _become_namespace_init()
-        else:
-            notices.append(f"no PID namespace ({os.strerror(ctypes.get_errno())}): "
-                           "processes that leave the process group may outlive grading")
-    uid = config.get("uid")
-    if uid is not None:
-        try:
-            os.setgroups([])
-            os.setgid(config.get("gid", uid))
-            os.setuid(uid)
-        except OSError as exc:
-            notices.append(f"could not switch to uid {uid} ({exc.strerror}): submission runs as the grader's user")
-    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    return notices
-
-
-def _become_namespace_init() -> None:
-    """After unshare(CLONE_NEWPID) only our children enter the new namespace: fork, and let the child (PID 1
-    there) carry on.  When it dies the kernel kills every process left in the namespace, including ones that
-    called setsid() to leave our process group."""
-    pid = os.fork()
-    if pid == 0:
-        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        return
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):  # die the same way, so the judge can say "killed by SIGSEGV"
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-        os.kill(os.getpid(), os.WTERMSIG(status))
-    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
 def _alarm(_signum: int, _frame: Any) -> None:
@@ -90,26 +40,35 @@ def _describe(exc: BaseException) -> dict[str, Any]:
     return {"type": type(exc).__name__[:100], "message": message[:500], "bases": exception_bases(exc)}
 
 
-def run_cells(cells: list[str], namespace: dict[str, Any], cell_timeout: float, skip: dict[str, str],
-              starting: Any) -> list[dict[str, Any]]:
+def run_cells(cells: list[str], namespace: dict[str, Any], cell_timeout: float, load_seconds: float,
+              skip: dict[str, str], starting: Any) -> list[dict[str, Any]]:
     """Run each cell like a notebook would: in one namespace, in order, an error stopping only its cell.
-    `starting(n)` tells the judge which cell is running, so a cell that kills or hangs the process can be
-    skipped when it is restarted (`skip`: cell number -> why)."""
+    Loading as a whole gets `load_seconds`; cells that would start after that are not run, so a slow
+    notebook loses its last cells, not the whole grade.  `starting(n)` tells the judge which cell is
+    running, so a cell that kills or hangs the process can be skipped when it is restarted (`skip`: cell
+    number -> why)."""
     errors = []
+    deadline = time.monotonic() + load_seconds - LOAD_SLACK_SECONDS
     for index, source in enumerate(cells):
-        if str(index + 1) in skip:
-            errors.append({"cell": index + 1, "type": "Stopped", "message": skip[str(index + 1)], "bases": []})
+        number = index + 1
+        if str(number) in skip:
+            errors.append({"cell": number, "type": "Stopped", "message": skip[str(number)], "bases": []})
             continue
-        starting(index + 1)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            errors.append({"cell": number, "type": "Timeout", "bases": [],
+                           "message": f"not run: the notebook used up its {load_seconds:g} s to load"})
+            continue
+        starting(number)
         signal.signal(signal.SIGALRM, _alarm)
-        signal.setitimer(signal.ITIMER_REAL, cell_timeout)
+        signal.setitimer(signal.ITIMER_REAL, min(cell_timeout, left))
         try:
-            exec(compile(source, f"<cell {index + 1}>", "exec"), namespace)
+            exec(compile(source, f"<cell {number}>", "exec"), namespace)
         except Interrupted:
-            errors.append({"cell": index + 1, "type": "Timeout",
-                           "message": f"cell did not finish within {cell_timeout:g} s", "bases": []})
+            errors.append({"cell": number, "type": "Timeout", "bases": [],
+                           "message": f"cell did not finish within {min(cell_timeout, left):g} s"})
         except BaseException as exc:  # SystemExit and KeyboardInterrupt included: a notebook survives them
-            errors.append({"cell": index + 1, **_describe(exc)})
+            errors.append({"cell": number, **_describe(exc)})
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     return errors
@@ -226,31 +185,59 @@ class Server:
             protocol.send(self.sock, reply, encoder.blobs)
 
 
+def _receive_cells(sock: socket.socket) -> list[str]:
+    """The first message: the cells, from the trusted side (nothing student-written has run yet)."""
+    from autograder import protocol
+
+    _, payload = protocol.recv(sock)
+    return json.loads(payload)
+
+
+def _isolate(config: dict[str, Any]) -> tuple[bool, list[str]]:
+    """(whether the cells may run, notices).  Every rlimit set before exec is checked, then the kernel
+    isolation is entered; without it the cells run only where the grader allowed that explicitly."""
+    from autograder import isolation
+
+    notices = [f"{name} could not be set to {wanted}" for name, wanted in config["rlimits"].items()
+               if resource.getrlimit(getattr(resource, name)) != (wanted, wanted)]
+    if not config["isolate"]:
+        return True, notices + ["graded WITHOUT isolation (allowed by the grader): the submission could read "
+                                "and change whatever the grader's user can"]  # results.UNISOLATED
+    try:
+        engine = os.path.dirname(os.path.abspath(isolation.__file__))
+        notices += isolation.enter(config["workdir"], {"RLIMIT_NPROC": config["processes"]}, engine)
+    except (isolation.IsolationError, OSError) as exc:
+        return False, notices + [f"the sandbox could not be set up ({exc}); the submission was not run"]
+    os.environ.update(HOME=isolation.HOME, TMPDIR="/tmp", MPLCONFIGDIR=f"{isolation.HOME}/.matplotlib")
+    return True, notices
+
+
 def main() -> None:
     config = json.loads(sys.argv[1])
-    notices = isolate(config)
     sock = socket.socket(fileno=config["sock_fd"])
-    os.environ["MPLBACKEND"] = "Agg"
+    from autograder import protocol
+
+    cells = _receive_cells(sock)
+    may_run, notices = _isolate(config)
+    protocol.send(sock, {"isolated": may_run, "notices": notices})
+    if not may_run:
+        sys.exit(3)
     import torch  # before the student's code, so the recorder holds the real classes
 
     torch.set_num_threads(1)
-    from autograder import protocol
-
-    with open(config["cells"], encoding="utf-8") as handle:
-        cells = json.load(handle)
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     server = Server(sock, namespace, config)  # imports all the kit's code the child needs, before the student's
-    sys.path.remove(config["root"])  # the kit's root (solutions, suites) is not importable by the submission
+    sys.path.remove(config["root"])  # the kit's root is not importable by the submission (nor mounted)
     # torch seeds its global RNG randomly at start-up: a submission that draws from it must see the same
     # numbers on every run, or its grade would depend on the run
     import random
 
     random.seed(0)
     torch.manual_seed(0)
-    errors = run_cells(cells, namespace, float(config["cell_timeout"]), config.get("skip_cells", {}),
-                       lambda number: protocol.send(sock, {"cell": number}))
+    errors = run_cells(cells, namespace, float(config["cell_timeout"]), float(config["load_seconds"]),
+                       config["skip_cells"], lambda number: protocol.send(sock, {"cell": number}))
     names = sorted(k for k in list(namespace) if type(k) is str and not k.startswith("_"))[:MAX_NAMES]
-    protocol.send(sock, {"ready": True, "errors": errors, "names": names, "notices": notices})
+    protocol.send(sock, {"ready": True, "errors": errors, "names": names})
     server.serve()
 
 

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
+from autograder.judge import JudgingInterrupted, interruption, raise_terminated
 from autograder.rubric import RubricError, load_rubric
-from autograder.sandbox import Limits
+from autograder.sandbox import Limits, isolation_refused
 
-USAGE_ERROR = 2
+USAGE_ERROR = 2  # a stopped run exits with JudgingInterrupted.exit_code: 130 (SIGINT), 143 (SIGTERM) or 1
 
 
 class _Parser(argparse.ArgumentParser):
@@ -21,7 +23,7 @@ def _limits(args: argparse.Namespace) -> Limits:
     defaults = Limits()
     return Limits(timeout=args.timeout or defaults.timeout, memory_mb=args.memory_mb or defaults.memory_mb,
                   request_timeout=args.request_timeout or defaults.request_timeout,
-                  cell_timeout=args.cell_timeout or defaults.cell_timeout)
+                  cell_timeout=args.cell_timeout or defaults.cell_timeout, isolate=not args.allow_unisolated)
 
 
 def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +35,8 @@ def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
                         help=f"wall seconds per request to the submission (default {defaults.request_timeout:g})")
     parser.add_argument("--cell-timeout", type=float,
                         help=f"wall seconds per notebook cell while loading (default {defaults.cell_timeout:g})")
+    parser.add_argument("--allow-unisolated", action="store_true",
+                        help="grade even where this machine allows no sandbox (every result then says so)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +62,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM stops grading the way Ctrl-C does: the sandbox is closed and no grade is written
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stopped(exc: BaseException, consequence: str) -> int:
+    """One line for a run stopped before its grade was complete; the exit status says why."""
+    stopped = exc if isinstance(exc, JudgingInterrupted) else interruption(exc)
+    print(f"python -m autograder: {stopped}; {consequence}", file=sys.stderr)
+    return stopped.exit_code
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         rubric = load_rubric(args.assignment)
@@ -73,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None and value <= 0:
             print(f"python -m autograder: error: {flag} must be positive", file=sys.stderr)
             return USAGE_ERROR
+    if not args.allow_unisolated and (refused := isolation_refused()):
+        print(f"python -m autograder: error: this machine allows no sandbox ({refused}); "
+              "--allow-unisolated grades without one", file=sys.stderr)
+        return USAGE_ERROR
     if args.command == "grade":
         return _grade(args, rubric)
     return _grade_all(args, rubric)
@@ -85,8 +109,11 @@ def _grade(args: argparse.Namespace, rubric) -> int:
     if not args.submission.is_file():
         print(f"python -m autograder: error: {args.submission}: no such file", file=sys.stderr)
         return USAGE_ERROR
-    result = grade_file(args.submission, rubric, _limits(args))
-    write_json_atomic(args.output, gradescope(result))
+    try:
+        result = grade_file(args.submission, rubric, _limits(args))
+        write_json_atomic(args.output, gradescope(result))  # atomic: a signal during the write leaves no file
+    except (JudgingInterrupted, KeyboardInterrupt) as exc:
+        return _stopped(exc, f"no grade written to {args.output}")
     print(summary(result))
     return 0
 
@@ -103,6 +130,10 @@ def _grade_all(args: argparse.Namespace, rubric) -> int:
     if args.jobs < 1:
         print("python -m autograder: error: --jobs must be at least 1", file=sys.stderr)
         return USAGE_ERROR
-    grade_all(args.folder, args.output, rubric, _limits(args), jobs=args.jobs)
+    try:
+        grade_all(args.folder, args.output, rubric, _limits(args), jobs=args.jobs)
+    except (JudgingInterrupted, KeyboardInterrupt) as exc:
+        return _stopped(exc, f"nothing recorded for the submissions in progress; the results in {args.output} "
+                             "are kept, and a rerun grades the rest")
     print((args.output / "grades.csv").read_text(encoding="utf-8"), end="")
     return 0

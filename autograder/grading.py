@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from autograder.judge import run_suite
+from autograder.judge import JudgingInterrupted, interruption, run_suite
 from autograder.remote import LoadReport, RemoteSubmission
 from autograder.rubric import PartScore, Rubric, score
 from autograder.sandbox import Limits
@@ -56,20 +57,42 @@ def file_sha256(path: Path) -> str:
         return ""
 
 
+def as_text(name: str) -> str:
+    """A file name (or text holding one) as valid UTF-8: bytes that are not UTF-8, which Python carries as
+    lone surrogates, become backslash escapes such as \\xe9, so that JSON, CSV and stdout never fail on it."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def part_names(rubric: Rubric) -> dict[str, str]:
+    """Suite file stem -> the rubric part it checks, as `Rubric.part_of` maps them."""
+    return {Path(p.suite).stem: p.name for p in rubric.parts}
+
+
 def grade_file(path: Path, rubric: Rubric, limits: Limits) -> GradeResult:
+    """Raises JudgingInterrupted when grading stopped before every check had an outcome: no grade exists."""
+    try:
+        return _grade_file(path, rubric, limits)
+    except JudgingInterrupted:
+        raise
+    except KeyboardInterrupt as exc:  # a signal outside the judge (while loading, say): no grade either
+        raise interruption(exc, f"while grading {as_text(path.name)}") from exc
+
+
+def _grade_file(path: Path, rubric: Rubric, limits: Limits) -> GradeResult:
     started = time.monotonic()
     torch.set_num_threads(1)  # references computed the same way whatever the machine
-    result = GradeResult(path.name, file_sha256(path), rubric.assignment, [], rubric.max_score)
+    result = GradeResult(as_text(path.name), file_sha256(path), rubric.assignment, [], rubric.max_score)
     try:
         cells = read_cells(path)
     except UnreadableSubmission as exc:
-        result.unreadable = str(exc)
-        result.parts = score(rubric, run_suite(rubric.suite_files(), Unjudgeable(str(exc))))
+        result.unreadable = as_text(str(exc))
+        result.parts = score(rubric, run_suite(rubric.suite_files(), Unjudgeable(result.unreadable),
+                                               part_names(rubric)))
         result.seconds = time.monotonic() - started
         return result
     submission = RemoteSubmission(cells, limits, rubric.forbidden_ops)
     try:
-        result.parts = score(rubric, run_suite(rubric.suite_files(), submission))
+        result.parts = score(rubric, run_suite(rubric.suite_files(), submission, part_names(rubric)))
     finally:
         result.printed = submission.printed()
         submission.close()

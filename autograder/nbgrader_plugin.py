@@ -3,7 +3,9 @@
 Instead of running hidden tests inside the student's kernel, it grades the (sanitised) notebook with the
 same engine as `python -m autograder grade`, then writes each part's verdict into that part's autograded
 test cell in the form nbgrader's SaveAutoGrades reads: full marks as plain output, partial credit as a float
-execute_result (nbgrader's partial-credit rule), no credit as an error output carrying the feedback.
+execute_result (nbgrader's partial-credit rule), no credit as an error output carrying the feedback.  A graded
+cell that matches no rubric part gets no credit either: nbgrader gives full points to a graded cell without
+output, so leaving it alone would hand out points nobody checked.
 """
 from __future__ import annotations
 
@@ -14,12 +16,12 @@ from typing import Any
 import nbformat
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Float, Int, Unicode
+from traitlets import Bool, Float, Int, Unicode
 
 from autograder.grading import GradeResult, grade_file
 from autograder.results import summary
 from autograder.rubric import PartScore, load_rubric
-from autograder.sandbox import Limits
+from autograder.sandbox import Limits, isolation_refused
 
 _DEFAULTS = Limits()
 
@@ -53,6 +55,32 @@ def verdict_outputs(part: PartScore, cell_points: float, result: GradeResult) ->
     return [result_output, stream]
 
 
+def unmatched_outputs(grade_id: str, assignment: str, cell_points: float) -> list[NotebookNode]:
+    """The outputs that make nbgrader score a graded cell that no rubric part checks 0."""
+    text = (f"this check cell (grade_id {grade_id}) matches no part of the rubric for assignment {assignment}; "
+            "ask your instructor")
+    return [nbformat.v4.new_output("error", ename="NotGraded", evalue=f"0 / {cell_points:g} points",
+                                   traceback=[text])]
+
+
+def write_verdicts(nb: NotebookNode, result: GradeResult) -> list[str]:
+    """Writes each autograded test cell's outputs from `result`; returns the grade_ids that matched no part."""
+    by_name = {p.part.name: p for p in result.parts}
+    unmatched = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
+            continue
+        grade_id, points = str(meta.get("grade_id")), float(meta.get("points", 0))
+        part = by_name.get(grade_id)
+        if part is None:
+            unmatched.append(grade_id)
+            cell.outputs = unmatched_outputs(grade_id, result.assignment, points)
+        else:
+            cell.outputs = verdict_outputs(part, points, result)
+    return unmatched
+
+
 class SandboxedGrading(NbGraderPreprocessor):
     """Grades the notebook in the kit's sandbox and writes the verdicts into the autograded test cells."""
 
@@ -61,28 +89,25 @@ class SandboxedGrading(NbGraderPreprocessor):
     cell_timeout = Float(_DEFAULTS.cell_timeout, help="Wall seconds per notebook cell while loading.").tag(config=True)
     request_timeout = Float(_DEFAULTS.request_timeout, help="Wall seconds per request.").tag(config=True)
     memory_mb = Int(_DEFAULTS.memory_mb, help="Address-space limit of the submission's process.").tag(config=True)
+    allow_unisolated = Bool(False, help="Grade even where this machine allows no sandbox (every result then "
+                                        "says so).").tag(config=True)
 
     def limits(self) -> Limits:
         return Limits(timeout=self.timeout, cell_timeout=self.cell_timeout, request_timeout=self.request_timeout,
-                      memory_mb=self.memory_mb)
+                      memory_mb=self.memory_mb, isolate=not self.allow_unisolated)
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        if not self.allow_unisolated and (refused := isolation_refused()):
+            # no grade at all rather than a grade from an unisolated run: nbgrader reports the failure
+            raise RuntimeError(f"this machine allows no sandbox ({refused}); set "
+                               "c.SandboxedGrading.allow_unisolated = True to grade without one")
         rubric = load_rubric(self.assignment or resources["nbgrader"]["assignment"])
         with tempfile.TemporaryDirectory(prefix="nbgrader-sandbox-") as tmp:
             path = Path(tmp) / f"{resources['nbgrader']['notebook']}.ipynb"
             nbformat.write(nb, str(path))
             result = grade_file(path, rubric, self.limits())
-        by_name = {p.part.name: p for p in result.parts}
-        for cell in nb.cells:
-            meta = cell.metadata.get("nbgrader", {})
-            if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
-                continue
-            part = by_name.get(meta.get("grade_id"))
-            if part is None:
-                self.log.warning("test cell %s matches no part of rubric %s: left without output",
-                                 meta.get("grade_id"), rubric.assignment)
-                continue
-            cell.outputs = verdict_outputs(part, float(meta.get("points", 0)), result)
+        for grade_id in write_verdicts(nb, result):
+            self.log.warning("test cell %s matches no part of rubric %s: scored 0", grade_id, rubric.assignment)
         self.log.info("%s graded: %s / %s in %.1f s", resources["nbgrader"]["student"], result.score,
                       result.max_score, result.seconds)
         return nb, resources

@@ -2,7 +2,8 @@
 
 A message is an 8-byte prefix (header length, payload length, big-endian), a JSON header and a payload of
 raw tensor bytes.  Values are encoded as tagged JSON; tensors as dtype + shape + bytes.  Nothing is pickled
-and nothing is evaluated, so the trusted side only ever decodes numbers it can check.
+and nothing is evaluated, so the trusted side only ever decodes numbers it can check.  `loads` parses
+JSON from the other side within limits, and `clean_text` makes any text from it safe to print.
 
 This module is imported by the child too, so it depends on the standard library and numpy only (torch is
 imported lazily where tensors are built).
@@ -12,9 +13,11 @@ from __future__ import annotations
 import builtins
 import json
 import math
+import re
 import socket
 import struct
 import time
+import unicodedata
 from typing import Any
 
 import numpy as np
@@ -25,6 +28,11 @@ MAX_PAYLOAD_BYTES = 256 << 20
 MAX_TENSOR_ELEMENTS = 16 << 20
 MAX_NESTING = 8
 MAX_ITEMS = 4096
+# a header is one flat object whose fields may hold encoded values: every value level is a node object plus
+# its list or dict, and the deepest node (MAX_NESTING + 1 levels down) is a leaf object; test_protocol checks
+# that the deepest value the Encoder accepts still passes
+MAX_HEADER_DEPTH = 1 + 2 * (MAX_NESTING + 1)
+MAX_HEADER_INT_DIGITS = 20
 
 # the only dtypes that cross the boundary, both directions
 DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "int64": np.int64,
@@ -39,8 +47,117 @@ class Timeout(Exception):
     """No complete message arrived before the deadline."""
 
 
+class JSONRejected(ValueError):
+    """Text that `loads` refuses: not UTF-8, too deep, a huge integer, a lone surrogate."""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ASCII_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+_KEPT_FORMAT_CHARACTERS = {"\n", "\t", "\u200c", "\u200d"}  # line breaks, tabs; joiners inside words and emoji
+
+
+def loads(data: bytes | str, max_depth: int, max_int_digits: int = 20) -> Any:
+    """json.loads for text a hostile party wrote.  Raises ValueError (json.JSONDecodeError for text that is
+    not JSON, JSONRejected for the rest) and nothing else: the C decoder recurses, so deep nesting would
+    otherwise escape as RecursionError, and int() of more than 4,300 digits raises a plain ValueError (and is
+    quadratic in the digits below that).  Lone surrogates are refused: they cannot be printed or encoded."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        try:
+            data = bytes(data).decode("utf-8")  # json.loads would also guess UTF-16 and UTF-32
+        except UnicodeDecodeError:
+            raise JSONRejected("not UTF-8 text") from None
+    try:
+        value = json.loads(data, parse_int=lambda text: _parse_int(text, max_int_digits))
+    except RecursionError:
+        raise JSONRejected("nested too deeply") from None
+    _check_tree(value, max_depth)
+    return value
+
+
+def _parse_int(text: str, max_digits: int) -> int:
+    if len(text) - text.startswith("-") > max_digits:
+        raise JSONRejected(f"holds an integer with more than {max_digits} digits")
+    return int(text)
+
+
+def _check_tree(value: Any, max_depth: int) -> None:
+    """Depth and lone surrogates, walked with a stack of iterators: a recursive walk is what this guards
+    against, and a stack of all pending nodes would cost as much memory as the value itself."""
+    if type(value) is str:
+        _check_string(value)
+    if type(value) not in (list, dict):
+        return
+    stack = [(_children(value), 1)]
+    while stack:
+        items, depth = stack[-1]
+        for item in items:
+            kind = type(item)
+            if kind is str:
+                _check_string(item)
+            elif kind is list or kind is dict:
+                if depth >= max_depth:
+                    raise JSONRejected(f"nested too deeply (more than {max_depth} levels)")
+                stack.append((_children(item), depth + 1))
+                break
+        else:
+            stack.pop()
+
+
+def _children(container: list | dict) -> Any:
+    if type(container) is list:
+        return iter(container)
+    for key in container:
+        _check_string(key)
+    return iter(container.values())
+
+
+def _check_string(text: str) -> None:
+    if not text.isascii() and _SURROGATE.search(text):
+        raise JSONRejected("holds a lone surrogate (\\ud800-\\udfff), which is not text")
+
+
+def clean_text(value: object, limit: int) -> str:
+    """Anything, as at most `limit` printable characters that encode to UTF-8.  Control and other invisible
+    characters (terminal escapes, bidi overrides) and lone surrogates become U+FFFD, except the surrogates
+    that stand for undecodable bytes (a file name that is not UTF-8), which become \\xNN as in
+    grading.as_text; \\n and \\t stay, \\r\\n and \\r become \\n."""
+    limit = max(limit, 0)
+    text = _as_text(value)
+    cleaned = text[:limit].replace("\r\n", "\n").replace("\r", "\n")
+    if cleaned.isascii():
+        cleaned = _ASCII_CONTROL.sub("\ufffd", cleaned)
+    elif not cleaned.isprintable():
+        cleaned = "".join(_printable(c) for c in cleaned)
+    if len(text) > limit or len(cleaned) > limit:  # escapes lengthen it
+        cleaned = cleaned[:limit - 1] + "…" if limit else ""
+    return cleaned
+
+
+def _as_text(value: object) -> str:
+    if type(value) is str:
+        return value
+    try:
+        return str(value)
+    except Exception:  # a __str__ that raises, an int too long to print, a list nested too deeply
+        return f"<{type(value).__name__}>"
+
+
+def _printable(char: str) -> str:
+    if char.isprintable() or char in _KEPT_FORMAT_CHARACTERS:
+        return char
+    if "\udc80" <= char <= "\udcff":  # how os.fsdecode carries a byte that is not UTF-8
+        return f"\\x{ord(char) - 0xdc00:02x}"
+    category = unicodedata.category(char)
+    if category == "Zs":  # no-break and other wide spaces
+        return " "
+    return "\n" if category in ("Zl", "Zp") else "\ufffd"
+
+
 def pack(header: dict[str, Any], blobs: list[bytes]) -> bytes:
-    head = json.dumps(header, allow_nan=True, separators=(",", ":")).encode()
+    # a lone surrogate (say, in a student's exception message) becomes "?": `loads` refuses the whole header
+    # otherwise, and one odd string would cost the child every answer it gives
+    text = json.dumps(header, allow_nan=True, ensure_ascii=False, separators=(",", ":"))
+    head = text.encode("utf-8", "replace")
     payload = b"".join(blobs)
     return PREFIX.pack(len(head), len(payload)) + head + payload
 
@@ -74,9 +191,11 @@ def recv(sock: socket.socket, deadline: float | None = None,
     if head_len > MAX_HEADER_BYTES or payload_len > max_payload:
         raise ProtocolError(f"message too large ({head_len} header bytes, {payload_len} payload bytes)")
     try:
-        header = json.loads(_recv_exact(sock, head_len, deadline))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        header = loads(_recv_exact(sock, head_len, deadline), MAX_HEADER_DEPTH, MAX_HEADER_INT_DIGITS)
+    except json.JSONDecodeError as exc:
         raise ProtocolError(f"header is not JSON: {exc}") from None
+    except ValueError as exc:
+        raise ProtocolError(f"header refused: {exc}") from None
     if not isinstance(header, dict):
         raise ProtocolError("header is not an object")
     return header, _recv_exact(sock, payload_len, deadline)
@@ -138,24 +257,18 @@ class Decoder:
         self.make_tensor = make_tensor
 
     def decode(self, node: Any, depth: int = 0) -> Any:
-        if depth > MAX_NESTING or not isinstance(node, dict):
+        if depth > MAX_NESTING or type(node) is not dict:
             raise ProtocolError("malformed value")
         kind = node.get("k")
+        if type(kind) is not str:
+            raise ProtocolError("malformed value (no kind)")
         if kind == "plain":
             value = node.get("v")
             if value is not None and type(value) not in (bool, str):
                 raise ProtocolError("malformed plain value")
             return value
-        if kind == "int":
-            text = node.get("v")
-            if type(text) is not str or len(text) > 40:
-                raise ProtocolError("malformed int")
-            return int(text)
-        if kind == "float":
-            text = node.get("v")
-            if type(text) is not str or len(text) > 40:
-                raise ProtocolError("malformed float")
-            return float(text)
+        if kind in ("int", "float"):
+            return self._number(kind, node.get("v"))
         if kind == "list":
             items = node.get("v")
             if type(items) is not list or len(items) > MAX_ITEMS:
@@ -163,22 +276,36 @@ class Decoder:
             return [self.decode(v, depth + 1) for v in items]
         if kind == "dict":
             items = node.get("v")
-            if type(items) is not dict or len(items) > MAX_ITEMS:
+            if type(items) is not dict or len(items) > MAX_ITEMS or not all(type(k) is str for k in items):
                 raise ProtocolError("malformed dict")
-            return {str(k): self.decode(v, depth + 1) for k, v in items.items()}
+            return {k: self.decode(v, depth + 1) for k, v in items.items()}
         if kind == "opaque":
-            return ("opaque", str(node.get("type", "?"))[:100])
+            name = node.get("type", "?")
+            return ("opaque", clean_text(name, 100) if type(name) is str else "?")
         if kind == "tensor":
             return self.make_tensor(*self._tensor_parts(node))
-        raise ProtocolError(f"unknown value kind {kind!r}")
+        raise ProtocolError(f"unknown value kind {clean_text(kind, 40)!r}")
+
+    @staticmethod
+    def _number(kind: str, text: Any) -> int | float:
+        # short text only: int() of a long digit string is slow, and nothing legitimate needs 40 digits
+        if type(text) is not str or len(text) > 40:
+            raise ProtocolError(f"malformed {kind}")
+        try:
+            return int(text) if kind == "int" else float(text)
+        except ValueError:
+            raise ProtocolError(f"malformed {kind}") from None
 
     def _tensor_parts(self, node: dict) -> tuple[np.ndarray, str]:
         dtype, shape, nbytes = node.get("dtype"), node.get("shape"), node.get("nbytes")
-        if dtype not in DTYPES:
-            raise ProtocolError(f"tensor dtype {dtype!r} is not allowed")
+        if type(dtype) is not str or dtype not in DTYPES:
+            raise ProtocolError(f"tensor dtype {clean_text(dtype, 40)!r} is not allowed")
+        # type() is, not isinstance: True is an int to isinstance, and a float nbytes would slice the payload
         if (type(shape) is not list or len(shape) > 8
                 or not all(type(s) is int and 0 <= s <= MAX_TENSOR_ELEMENTS for s in shape)):
             raise ProtocolError("malformed tensor shape")
+        if type(nbytes) is not int:
+            raise ProtocolError("malformed tensor size")
         count = math.prod(shape)
         itemsize = np.dtype(DTYPES[dtype]).itemsize
         if count > MAX_TENSOR_ELEMENTS or nbytes != count * itemsize:

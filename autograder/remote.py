@@ -7,6 +7,7 @@ last, so one crash in one part does not cost the other parts.
 from __future__ import annotations
 
 import itertools
+import subprocess
 import time
 from typing import Any, Sequence
 
@@ -18,6 +19,8 @@ from autograder.submission import (ModuleHandle, ModuleInfo, Opaque, StudentErro
                                    SubmissionBroken)
 
 STARTUP_SECONDS = 60.0  # interpreter and torch start-up, before the first cell
+LOAD_SHARE = 0.5  # of the whole-submission limit, the most that running the notebook's cells may take
+LOAD_GRACE_SECONDS = 5.0  # the child stops loading on its own first; this is the judge's backstop
 MAX_RESTARTS = 20  # the time budget is the real bound; this only stops a pathological restart loop
 
 
@@ -52,6 +55,38 @@ class LoadReport:
         self.failure = ""  # why the submission never finished loading, if it did not
 
 
+class Malformed(Exception):
+    """A message from the child that is not what the protocol allows at that point."""
+
+
+def _text(value: Any, limit: int) -> str:
+    if type(value) is not str:
+        raise Malformed(f"expected text, got {type(value).__name__}")
+    return protocol.clean_text(value, limit)
+
+
+def _texts(value: Any, count: int, limit: int) -> list[str]:
+    if type(value) is not list or len(value) > count:
+        raise Malformed("expected a short list of texts")
+    return [_text(v, limit) for v in value]
+
+
+def _cell_error(value: Any, cells: int) -> dict[str, Any]:
+    if type(value) is not dict or type(value.get("cell")) is not int or not 0 < value["cell"] <= cells:
+        raise Malformed("malformed cell error")
+    return {"cell": value["cell"], "type": _text(value.get("type"), 100), "message": _text(value.get("message"), 500),
+            "bases": _texts(value.get("bases"), 20, 100)}
+
+
+def parse_ready(header: dict[str, Any], cells: int) -> tuple[list[dict[str, Any]], set[str]]:
+    """The child's report after its cells ran: (cell errors, names defined).  Student code ran before it
+    was sent, so every field is checked for type and size; it only ever informs feedback."""
+    errors = header.get("errors")
+    if header.get("ready") is not True or type(errors) is not list or len(errors) > cells:
+        raise Malformed("malformed report after loading")
+    return [_cell_error(e, cells) for e in errors], set(_texts(header.get("names"), 1000, 200))
+
+
 class RemoteSubmission(Submission):
     def __init__(self, cells: list[str], limits: Limits, forbidden_ops: Sequence[str]) -> None:
         super().__init__()
@@ -59,6 +94,9 @@ class RemoteSubmission(Submission):
         self.limits = limits
         self.forbidden_ops = list(forbidden_ops)
         self.started = time.monotonic()
+        self.load_deadline = self.started + limits.timeout * LOAD_SHARE
+        self.part_deadline = self.started + limits.timeout
+        self.part_share = limits.timeout
         self.restarts = 0
         self.sandbox: Sandbox | None = None
         self.generation = 0  # handles from an earlier child are dead
@@ -76,56 +114,94 @@ class RemoteSubmission(Submission):
     def remaining(self) -> float:
         return self.limits.timeout - (time.monotonic() - self.started)
 
+    def begin_part(self, part: str, parts_left: int) -> None:
+        """Each part gets an equal share of the time left when it starts, so a slow part spends its own
+        share and never the others'."""
+        self.part_share = max(self.remaining(), 0) / max(parts_left, 1)
+        self.part_deadline = time.monotonic() + self.part_share
+
     def _start(self) -> None:
         """Start a child and wait until it has run the cells.  A cell that hangs past the cell timeout or
         takes the process down is skipped in a fresh child, as an error in that cell alone would be."""
         while True:
-            self.sandbox = Sandbox(self.cells, self.limits, self.forbidden_ops, self.skipped_cells)
+            # the first load has its share of the limit; a restart loads again, out of what is left
+            first = self.load_deadline - time.monotonic()
+            load_seconds = first if self.generation == 0 else self.limits.timeout * LOAD_SHARE
+            load_seconds = max(min(load_seconds, self.remaining()), 0)
+            self.sandbox = Sandbox(self.cells, self.limits, self.forbidden_ops, self.skipped_cells, load_seconds)
             self.generation += 1
-            running, header = self._wait_until_loaded()
+            running, header = self._wait_until_loaded(time.monotonic() + load_seconds + LOAD_GRACE_SECONDS)
             if header is not None:
-                break
+                try:
+                    errors, names = parse_ready(header, len(self.cells))
+                    break
+                except Malformed as exc:
+                    self._fail(f"malformed message from the submission's process after cell {running} ({exc})")
             if running is None or self.remaining() <= 0:
                 if not self.report.loaded:
                     self.report.failure = self.broken_reason
                 return
+            # whatever broke loading (a crash, a hang, bytes that are not the protocol) came from that cell
             self.skipped_cells[running] = self.broken_reason
         if not self.report.loaded:  # the first load is the one reported; restarts load the same cells
-            self.report.cell_errors = [e for e in header.get("errors", []) if isinstance(e, dict)][:100]
-            # a cell that ran out of time has cost its time once: restarts skip it
-            self.skipped_cells.update({e["cell"]: f"cell {e['cell']} did not finish in time"
-                                       for e in self.report.cell_errors
-                                       if e.get("type") == "Timeout" and type(e.get("cell")) is int})
-            self.report.names = {n for n in header.get("names", []) if isinstance(n, str)}
-            self.report.notices = [str(n) for n in header.get("notices", [])] + self.sandbox.notices
+            self.report.cell_errors = errors
+            self.report.names = names
             self.report.loaded = True
+        # a cell that ran out of time has cost its time once: restarts skip it
+        self.skipped_cells.update({e["cell"]: e["message"] for e in errors if e["type"] == "Timeout"})
 
-    def _wait_until_loaded(self) -> tuple[int | None, dict[str, Any] | None]:
-        """(cell running when loading stopped, None) on failure; (None, ready message) on success."""
+    def _wait_until_loaded(self, end: float) -> tuple[int | None, dict[str, Any] | None]:
+        """(cell running when loading stopped, None) on failure; (last cell, ready message) on success."""
         running: int | None = None
-        end = time.monotonic() + max(self.remaining(), 0)
+        isolated = False
         while True:
             step = STARTUP_SECONDS if running is None else self.limits.cell_timeout + 2.0
             try:
                 header, _ = protocol.recv(self.sandbox.sock, min(end, time.monotonic() + step), max_payload=0)
             except protocol.Timeout:
                 if running is None or time.monotonic() >= end:
-                    self._fail(f"the submission did not finish loading within the {self.limits.timeout:g} s limit")
-                    return None, None
+                    self._fail(f"the submission did not finish loading within {end - self.sandbox.started:.0f} s")
+                    return running, None
                 self._fail(f"cell {running} did not finish within {self.limits.cell_timeout:g} s and was stopped")
                 return running, None
-            except (EOFError, OSError, protocol.ProtocolError):
-                self.sandbox.process.wait(timeout=5)
+            except (EOFError, OSError) as exc:
                 what = f"cell {running}" if running is not None else "starting Python"
-                self._fail(f"the submission's process {self.sandbox.exit_description()} while running {what}")
+                self._fail(f"the submission's process {self._ended(exc)} while running {what}")
                 return running, None
-            if header.get("ready") is True:
-                return None, header
+            except protocol.ProtocolError as exc:
+                self._fail(f"the submission's process sent bytes that are not the protocol ({exc})")
+                return running, None
+            if not isolated:  # the first message, sent before any student line ran: believed
+                if type(header.get("isolated")) is not bool or type(header.get("notices")) is not list:
+                    self._fail("malformed message from the submission's process while starting")
+                    return None, None
+                notices = [protocol.clean_text(n, 500) for n in header["notices"][:50]]
+                if not self.report.loaded:
+                    self.report.notices = notices + self.sandbox.notices
+                if not header["isolated"]:
+                    self._fail(next((n for n in notices if "not run" in n), "the sandbox could not be set up"))
+                    return None, None
+                isolated = True
+                continue
+            if header.get("ready") is not None:
+                return running, header
             cell = header.get("cell")
             if type(cell) is not int or not 0 < cell <= len(self.cells):
                 self._fail("malformed message from the submission's process while loading")
-                return None, None
+                return running, None
             running = cell
+
+    def _ended(self, exc: BaseException) -> str:
+        """How the child's connection ended; the child is killed first, so this never waits on it."""
+        try:  # a crash closes the socket a moment before the process is seen to end
+            self.sandbox.process.wait(timeout=1)
+            alive = False
+        except subprocess.TimeoutExpired:
+            alive = True
+        self.sandbox.kill()
+        if alive:
+            return f"closed its connection ({type(exc).__name__})"
+        return self.sandbox.exit_description()
 
     def _fail(self, reason: str) -> None:
         self.broken_reason = reason
@@ -141,12 +217,19 @@ class RemoteSubmission(Submission):
     def printed(self) -> str:
         return self.sandbox.printed() if self.sandbox else ""
 
+    def _out_of_time(self) -> str:
+        if self.remaining() <= 0:
+            return f"ran out of time: the submission used up its {self.limits.timeout:g} s"
+        if time.monotonic() >= self.part_deadline:
+            return f"ran out of time: this part used up its share ({self.part_share:.0f} s) of the time limit"
+        return ""
+
     def _ensure_running(self) -> None:
         if self.sandbox is not None:
             return
         if not self.report.loaded and self.report.failure:
             raise SubmissionBroken(self.report.failure)
-        if self.restarts >= MAX_RESTARTS or self.remaining() <= 0:
+        if self.restarts >= MAX_RESTARTS:
             raise SubmissionBroken(f"{self.broken_reason}; not restarted again")
         self.restarts += 1
         self._start()
@@ -159,6 +242,8 @@ class RemoteSubmission(Submission):
         subject = _subject(op, name, self.class_of.get(obj, "?") if obj is not None else "")
         if subject in self.poisoned:
             raise SubmissionBroken(f"not run: an earlier request to {subject} {self.poisoned[subject]}")
+        if late := self._out_of_time():
+            raise SubmissionBroken(late)
         self._ensure_running()
         if obj is not None and obj // 1_000_000 != self.generation:
             raise SubmissionBroken("this object was lost when the submission's process was restarted")
@@ -167,32 +252,36 @@ class RemoteSubmission(Submission):
                   "obj": None if obj is None else obj % 1_000_000, "args": encoder.encode(list(args)),
                   "kwargs": encoder.encode(dict(kwargs or {})), "cotangents": encoder.encode(list(cotangents))}
         sandbox = self.sandbox
-        budget = min(self.limits.request_timeout + 2.0, self.remaining())
+        own_limit = self.limits.request_timeout + 2.0
+        budget = max(min(own_limit, self.part_deadline - time.monotonic(), self.remaining()), 0)
         try:
             protocol.send(sandbox.sock, header, encoder.blobs)
-            reply, payload = protocol.recv(sandbox.sock, time.monotonic() + max(budget, 0),
+            reply, payload = protocol.recv(sandbox.sock, time.monotonic() + budget,
                                            max_payload=self.limits.reply_mb << 20)
-            if reply.get("id") != header["id"]:
-                raise protocol.ProtocolError("reply to a different request")
-            forbidden = reply.get("forbidden", [])
-            if type(forbidden) is list:
-                self.forbidden_seen.update(str(f) for f in forbidden[:50] if str(f) in self.forbidden_ops)
-            if reply.get("ok") is not True:
-                error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
-                if error.get("type") == "Timeout":
+            if reply.get("id") != header["id"] or type(reply.get("ok")) is not bool:
+                raise Malformed("reply to a different request")
+            forbidden = _texts(reply.get("forbidden", []), 50, 100)
+            self.forbidden_seen.update(f for f in forbidden if f in self.forbidden_ops)
+            if not reply["ok"]:
+                error = reply.get("error")
+                if type(error) is not dict:
+                    raise Malformed("error without a description")
+                kind = _text(error.get("type", "Error"), 100)
+                if kind == "Timeout":
                     self.poisoned[subject] = "did not finish in time"
-                bases = error.get("bases") if type(error.get("bases")) is list else []
-                raise StudentError(str(error.get("type", "Error"))[:100], str(error.get("message", ""))[:500],
-                                   [str(b) for b in bases[:20]])
+                raise StudentError(kind, _text(error.get("message", ""), 500), _texts(error.get("bases", []), 20, 100))
             return _plain(protocol.Decoder(payload, _make_tensor).decode(reply.get("value")))
         except protocol.Timeout:
-            self.poisoned[subject] = "did not finish in time"
-            self._fail(f"no answer within {budget:.0f} s (the process was stopped)")
-        except (EOFError, OSError):
-            sandbox.process.wait(timeout=5)
-            self.poisoned[subject] = f"ended the process ({sandbox.exit_description()})"
-            self._fail(f"the submission's process {sandbox.exit_description()}")
-        except (protocol.ProtocolError, ValueError, TypeError, KeyError) as exc:
+            if budget < own_limit:  # the part's or the submission's time ran out, not the request's own
+                self._fail(self._out_of_time() or f"ran out of time after {budget:.0f} s")
+            else:
+                self.poisoned[subject] = "did not finish in time"
+                self._fail(f"no answer within {budget:.0f} s (the process was stopped)")
+        except (EOFError, OSError) as exc:
+            ended = self._ended(exc)
+            self.poisoned[subject] = f"ended the process ({ended})"
+            self._fail(f"the submission's process {ended}")
+        except (protocol.ProtocolError, Malformed) as exc:
             self._fail(f"malformed answer from the submission's process ({exc})")
         raise SubmissionBroken(self.broken_reason)
 

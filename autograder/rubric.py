@@ -2,7 +2,12 @@
 
 A part's points are shared among its tests in proportion to their weights (default 1 per test function;
 every parametrisation of a function shares that function's weight).  A part in which the submission reached
-torch's own implementation of a graded operation scores 0.
+torch's own implementation of a graded operation scores 0.  A part's structural checks (`structural` in the
+rubric: checks a constructor alone can pass) earn their points only when at least one of the part's behaviour
+checks (all its other checks) passed.
+
+Rubrics and hidden suites live in the checkout, in `assignments/<name>/` at the repository root (the course
+root), outside the installed `autograder` package: installing the kit never makes them importable.
 """
 from __future__ import annotations
 
@@ -12,7 +17,10 @@ from pathlib import Path
 
 from autograder.judge import Outcome
 
-ASSIGNMENTS = Path(__file__).resolve().parent / "assignments"
+# the repository root (the checkout this engine runs from, as autograder.sandbox.ROOT; not
+# AUTOGRADER_COURSE_ROOT, which may point at a scratch course holding only source/)
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ASSIGNMENTS = REPO_ROOT / "assignments"
 
 
 class RubricError(Exception):
@@ -26,6 +34,10 @@ class Part:
     points: float
     suite: str         # suite file name, relative to the assignment's folder
     weights: dict[str, float] = field(default_factory=dict)
+    structural: frozenset[str] = frozenset()  # test function names that judge structure, not behaviour
+
+
+STRUCTURE_ALONE = "structure alone earns no points: no behaviour check of this part passed"
 
 
 @dataclass(frozen=True)
@@ -52,20 +64,36 @@ class Rubric:
 def load_rubric(assignment: str) -> Rubric:
     folder = ASSIGNMENTS / assignment
     path = folder / "rubric.toml"
+    if not ASSIGNMENTS.is_dir():
+        raise RubricError(f"{ASSIGNMENTS}: no assignments folder; the grader runs from a checkout of the kit "
+                          "(pip install -e .), whose assignments/ holds the rubrics and hidden suites")
     if not path.is_file():
         known = sorted(p.name for p in ASSIGNMENTS.iterdir() if (p / "rubric.toml").is_file())
         raise RubricError(f"{path}: no such assignment {assignment!r} (known: {', '.join(known)})")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
         parts = tuple(Part(p["name"], p.get("title", p["name"]), float(p["points"]), p["suite"],
-                           {k: float(v) for k, v in p.get("weights", {}).items()}) for p in data["parts"])
+                           {k: float(v) for k, v in p.get("weights", {}).items()},
+                           frozenset(_names(p.get("structural", [])))) for p in data["parts"])
         rubric = Rubric(data.get("assignment", assignment), folder, parts, tuple(data.get("forbidden_ops", ())))
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
         raise RubricError(f"{path}: {type(exc).__name__}: {exc}") from None
     for part in parts:
         if not (folder / part.suite).is_file():
             raise RubricError(f"{path}: part {part.name!r} names a missing suite {part.suite}")
+        # a misspelt or renamed structural check would silently earn points on its own again
+        source = (folder / part.suite).read_text(encoding="utf-8")
+        unknown = sorted(n for n in part.structural if f"def {n}(" not in source)
+        if unknown:
+            raise RubricError(f"{path}: part {part.name!r} lists structural checks that {part.suite} does not "
+                              f"define: {', '.join(unknown)}")
     return rubric
+
+
+def _names(value: object) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        raise TypeError("structural must be a list of test function names")
+    return value
 
 
 @dataclass
@@ -97,10 +125,14 @@ def score(rubric: Rubric, outcomes: list[Outcome]) -> list[PartScore]:
             per_function[base] = per_function.get(base, 0) + 1
         total = sum(weight[o.name] / per_function[o.name.split("[", 1)[0]] for o in mine)
         forbidden = tuple(sorted({f for o in mine for f in o.forbidden}))
+        behaviour_works = any(o.passed for o in mine if o.name.split("[", 1)[0] not in part.structural)
         tests = []
         for o in mine:
             share = part.points * weight[o.name] / per_function[o.name.split("[", 1)[0]] / total if total else 0.0
-            earned = share if o.passed and not forbidden else 0.0
-            tests.append(TestScore(part.name, o.name, earned, share, o.passed, o.message))
+            passed, message = o.passed, o.message
+            if passed and not behaviour_works and o.name.split("[", 1)[0] in part.structural:
+                passed, message = False, STRUCTURE_ALONE
+            earned = share if passed and not forbidden else 0.0
+            tests.append(TestScore(part.name, o.name, earned, share, passed, message))
         results.append(PartScore(part, sum(t.score for t in tests), tests, forbidden))
     return results

@@ -1,15 +1,17 @@
 """Starting, watching and killing the child process that runs a submission.
 
-One `Sandbox` is one child: its own session and process group (killed as a whole), resource limits set
-before exec, an empty working directory of its own, output drained into a capped buffer, and a socket
-for requests.  Namespaces and the unprivileged user are set up by the child itself before the student's
-first line (autograder.child.isolate); anything the OS refuses comes back as a notice.
+One `Sandbox` is one child: its own session and process group, a cgroup of its own where the machine offers
+cgroup v2 (killed as a whole with `cgroup.kill`), resource limits set before exec, output drained into a
+capped buffer, and a socket for requests.  The cells reach the child over that socket, never through a
+file.  The kernel isolation (namespaces, its own root file system and identity) is set up by the child
+itself before the student's first line (autograder.isolation); anything the OS refuses comes back as a
+notice, or stops the submission when isolation is required.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
-import pwd
 import resource
 import shutil
 import signal
@@ -19,14 +21,13 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from autograder import protocol
 
 ROOT = Path(__file__).resolve().parent.parent
-# what the sandbox user must not read: the hidden suites, the reference, the notebook with its solutions,
-# the kit's own tests and the history that holds all of them
-PRIVATE = (ROOT / "autograder" / "assignments", ROOT / "solutions", ROOT / "source", ROOT / "tests", ROOT / ".git")
 
 
 @dataclass(frozen=True)
@@ -41,72 +42,101 @@ class Limits:
     reply_mb: int = 64            # largest reply accepted from the child
     file_size_mb: int = 16        # largest file the child may write
     open_files: int = 256
-    processes: int = 64           # only enforced when the child runs as its own user
-    user: str | None = "nobody"   # run as this user when the grader is root; None keeps the grader's
-
-
-def blocked_ancestor(path: Path) -> Path | None:
-    """The first directory above `path` that other users cannot enter, if any."""
-    for directory in reversed([path, *path.parents]):
-        if directory.is_dir() and not directory.stat().st_mode & 0o001:
-            return directory
-    return None
-
-
-def _unprivileged_ids(name: str | None, notices: list[str]) -> tuple[int, int] | None:
-    if name is None:
-        return None
-    if os.geteuid() != 0:
-        notices.append("grader is not root: submission runs as the grader's user (the kit's files are "
-                       "readable to it)")
-        return None
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        notices.append(f"user {name!r} does not exist: submission runs as root")
-        return None
-    for needed in (Path(sys.base_prefix), Path(sys.prefix), ROOT):
-        blocked = blocked_ancestor(needed)
-        if blocked is not None:
-            notices.append(f"{blocked} is not searchable by {name!r} (run the setup command as root to "
-                           f"fix): submission runs as root")
-            return None
-    for private in PRIVATE:
-        if private.exists() and private.stat().st_mode & 0o005:
-            notices.append(f"{private} is readable by {name!r} (run the setup command as root to fix)")
-    return entry.pw_uid, entry.pw_gid
+    processes: int = 64           # counted per sandbox: its own uid or user namespace
+    isolate: bool = True          # False only when the grader explicitly allows grading without isolation
 
 
 def rlimits(limits: Limits) -> dict[str, int]:
+    """Set before exec.  RLIMIT_NPROC is not among them: it is set by the child once it has its own
+    identity, so that it counts this sandbox's processes alone."""
     cpu = int(limits.timeout) + 5
     return {"RLIMIT_AS": limits.memory_mb << 20, "RLIMIT_CPU": cpu, "RLIMIT_FSIZE": limits.file_size_mb << 20,
-            "RLIMIT_CORE": 0, "RLIMIT_NOFILE": limits.open_files, "RLIMIT_NPROC": limits.processes}
+            "RLIMIT_CORE": 0, "RLIMIT_NOFILE": limits.open_files}
+
+
+@functools.cache
+def isolation_refused() -> str | None:
+    """None when this machine lets a child isolate itself, else why not (checked in a throw-away process)."""
+    from autograder import isolation
+
+    staging = tempfile.mkdtemp(prefix="autograder-probe-")
+    try:
+        return isolation.probe(staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+class Cgroup:
+    """A cgroup v2 of one sandbox's own, below the grader's: every process the child starts stays in it, and
+    `cgroup.kill` ends them all at once, whatever session, process group or namespace they moved to."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def create(cls, notices: list[str]) -> "Cgroup | None":
+        try:
+            mounts = Path("/proc/self/mounts").read_text().splitlines()
+            mount = next(line.split()[1] for line in mounts if line.split()[2] == "cgroup2")
+            own = next(line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines()
+                       if line.startswith("0::"))
+            path = Path(mount + own.rstrip("/")) / f"autograder-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+            path.mkdir()
+            return cls(path)
+        except (OSError, StopIteration, IndexError) as exc:
+            notices.append(f"no cgroup of its own ({getattr(exc, 'strerror', None) or 'no cgroup v2 here'}): "
+                           "the PID namespace alone ends its processes")
+            return None
+
+    def add(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def pids(self) -> list[int]:
+        try:
+            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+        except OSError:
+            return []
+
+    def kill(self) -> None:
+        deadline = time.monotonic() + 5
+        while self.pids() and time.monotonic() < deadline:
+            try:
+                (self.path / "cgroup.kill").write_text("1")
+            except OSError:  # kernels before 5.14 have no cgroup.kill
+                for pid in self.pids():
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+            time.sleep(0.01)
+        try:
+            self.path.rmdir()
+        except OSError:
+            pass
 
 
 class Sandbox:
     def __init__(self, cells: list[str], limits: Limits, forbidden_ops: list[str],
-                 skip_cells: dict[int, str] | None = None) -> None:
+                 skip_cells: dict[int, str] | None = None, load_seconds: float | None = None) -> None:
         self.limits = limits
         self.notices: list[str] = []
+        # the child builds its root file system on this empty directory inside its own mount namespace (the
+        # host never sees anything in it), or works in it when isolation is off
         self.workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
-        ids = _unprivileged_ids(limits.user, self.notices)
-        cells_path = self.workdir / "cells.json"
-        cells_path.write_text(json.dumps(cells), encoding="utf-8")
-        if ids:
-            os.chown(self.workdir, *ids)
-            os.chmod(cells_path, 0o444)
         parent_sock, child_sock = socket.socketpair()
         self.sock = parent_sock
-        config = {"sock_fd": child_sock.fileno(), "cells": str(cells_path), "root": str(ROOT),
-                  "cell_timeout": limits.cell_timeout, "request_timeout": limits.request_timeout,
-                  "forbidden_ops": forbidden_ops, "skip_cells": {str(k): v for k, v in (skip_cells or {}).items()},
-                  "rlimits": rlimits(limits),
-                  "uid": ids[0] if ids else None, "gid": ids[1] if ids else None}
+        config = {"sock_fd": child_sock.fileno(), "root": str(ROOT), "workdir": str(self.workdir),
+                  "isolate": limits.isolate, "cell_timeout": limits.cell_timeout,
+                  "load_seconds": load_seconds if load_seconds is not None else limits.timeout,
+                  "request_timeout": limits.request_timeout, "forbidden_ops": forbidden_ops,
+                  "skip_cells": {str(k): v for k, v in (skip_cells or {}).items()},
+                  "rlimits": rlimits(limits), "processes": limits.processes}
         bootstrap = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from autograder.child import main; main()"
         env = {"PATH": "/usr/bin:/bin", "HOME": str(self.workdir), "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
-               "MKL_NUM_THREADS": "1", "MPLCONFIGDIR": str(self.workdir / ".mpl"), "LANG": "C.UTF-8",
-               "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+               "MKL_NUM_THREADS": "1", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+        self.cgroup = Cgroup.create(self.notices) if limits.isolate else None
         self.started = time.monotonic()
+        self.killed = False
         self.process = subprocess.Popen(
             [sys.executable, "-I", "-u", "-c", bootstrap, json.dumps(config)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -117,10 +147,22 @@ class Sandbox:
         self.output_dropped = 0
         self._drain = threading.Thread(target=self._drain_output, daemon=True)
         self._drain.start()
+        if self.cgroup is not None:
+            try:  # before the child reads its cells, so before it can start anything
+                self.cgroup.add(self.process.pid)
+            except OSError as exc:
+                self.notices.append(f"could not join its cgroup ({exc.strerror}): the PID namespace alone ends "
+                                    "its processes")
+                self.cgroup.kill()
+                self.cgroup = None
+        try:
+            protocol.send(self.sock, {"cells": len(cells)}, [json.dumps(cells).encode()])
+        except OSError:
+            pass  # the child is already gone; the first receive says how
 
     def _set_limits(self) -> None:
         """Runs in the child between fork and exec.  It cannot report; the child checks what took effect
-        (autograder.child.isolate) and says so in a notice."""
+        (autograder.child) and says so in a notice."""
         for name, value in rlimits(self.limits).items():
             try:
                 resource.setrlimit(getattr(resource, name), (value, value))
@@ -128,21 +170,27 @@ class Sandbox:
                 pass
 
     def _drain_output(self) -> None:
+        """The only reader of the pipe; it closes the pipe itself, so nothing ever waits on a pipe that a
+        leftover process could hold open."""
         cap = self.limits.output_kb << 10
         stream = self.process.stdout
         while chunk := stream.read1(1 << 16):
-            room = cap - len(self.output)
-            self.output += chunk[:max(room, 0)]
-            self.output_dropped += max(len(chunk) - max(room, 0), 0)
+            room = max(cap - len(self.output), 0)
+            self.output += chunk[:room]
+            self.output_dropped += len(chunk) - min(len(chunk), room)
+        stream.close()
 
     def remaining(self) -> float:
         return self.limits.timeout - (time.monotonic() - self.started)
 
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
     def kill(self) -> None:
-        """Kill the whole process group; the PID namespace (when there is one) takes setsid() escapees."""
+        """End every process of the submission: its cgroup where it has one, its process group, and the PID
+        namespace, whose init dying takes every process in it."""
+        if self.killed:
+            return
+        self.killed = True
+        if self.cgroup is not None:
+            self.cgroup.kill()
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -152,8 +200,9 @@ class Sandbox:
         except subprocess.TimeoutExpired:
             self.notices.append("child did not die within 10 s of SIGKILL")
         self._drain.join(timeout=2)
+        if self._drain.is_alive():
+            self.notices.append("a process outside the sandbox's reach still holds its output pipe")
         self.sock.close()
-        self.process.stdout.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def exit_description(self) -> str:
@@ -165,13 +214,7 @@ class Sandbox:
         return f"exited with status {code}"
 
     def printed(self) -> str:
-        text = self.output.decode("utf-8", "replace")
+        text = protocol.clean_text(self.output.decode("utf-8", "replace"), len(self.output) + 1)
         if self.output_dropped:
             text += f"\n[... {self.output_dropped} more bytes of output dropped]"
         return text
-
-    def __enter__(self) -> "Sandbox":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.kill()

@@ -3,14 +3,31 @@
 A notebook contributes its code cells in order; a .py file is one cell, or several where it uses `# %%`
 cell markers.  IPython-only syntax is neutralised here, on the trusted side: line magics and shell escapes
 become `pass`, and cells whose cell magic means "this is not Python" are dropped.
+
+Nothing here compiles the student's code: compile() of a hostile file can take gigabytes or overflow the
+parser's stack, so syntax errors are found by the sandboxed child and reported as errors of their cells.
+Every step here is linear in the file's size, and the size, the amount of code and the number of cells
+are bounded.
 """
 from __future__ import annotations
 
 import json
 import re
+import stat
 from pathlib import Path
 
-MAX_SUBMISSION_BYTES = 20 << 20
+from autograder.protocol import clean_text, loads
+
+MAX_SUBMISSION_BYTES = 20 << 20  # a notebook with its outputs (plots are base64 text)
+MAX_CODE_CHARS = 2_000_000  # all code cells together; the reference solution has 5,000 characters
+MAX_CODE_CELLS = 2000
+MAX_NOTEBOOK_DEPTH = 64  # nbformat nests about 6 levels; widget and plot outputs a few more
+MAX_NOTEBOOK_INT_DIGITS = 30
+# json.loads builds every value of the file at once: 20 MB of `{},` is 7 million dicts, about 1 GB.  The
+# release notebook has about 250 objects and lists and 1,700 values; these bounds are far above any notebook
+# a student writes, and its outputs (printed text, base64 plots) barely count towards them.
+MAX_NOTEBOOK_CONTAINERS = 500_000
+MAX_NOTEBOOK_VALUES = 2_000_000
 PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}  # body is still Python
 LINE_MAGIC = re.compile(r"^(\s*)(?:[%!]|\w+\s*=\s*[%!](?!=)).*$")
 CELL_MARKER = re.compile(r"^# %%.*$", re.MULTILINE)
@@ -32,14 +49,33 @@ def neutralise(source: str) -> str | None:
                      for line in source.split("\n"))
 
 
-def _notebook_sources(path: Path, text: str) -> list[str]:
+def _unix_newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _check_json_size(name: str, text: str) -> None:
+    """Bounds the memory json.loads will take, by counting before parsing.  Brackets and commas inside
+    strings count too, so these are overestimates."""
+    containers = text.count("{") + text.count("[")
+    if containers > MAX_NOTEBOOK_CONTAINERS:
+        raise UnreadableSubmission(f"{name} is not a readable notebook: more than {MAX_NOTEBOOK_CONTAINERS:,} "
+                                   "JSON objects and lists (clear its outputs and submit it again)")
+    if containers + text.count(",") > MAX_NOTEBOOK_VALUES:  # every value but a container's first follows a comma
+        raise UnreadableSubmission(f"{name} is not a readable notebook: more than {MAX_NOTEBOOK_VALUES:,} "
+                                   "JSON values (clear its outputs and submit it again)")
+
+
+def _notebook_sources(name: str, text: str) -> list[str]:
+    _check_json_size(name, text)
     try:
-        data = json.loads(text)
+        data = loads(text, MAX_NOTEBOOK_DEPTH, MAX_NOTEBOOK_INT_DIGITS)
     except json.JSONDecodeError as exc:
-        raise UnreadableSubmission(f"{path.name} is not valid JSON (line {exc.lineno}): not a notebook") from None
+        raise UnreadableSubmission(f"{name} is not valid JSON (line {exc.lineno}): not a notebook") from None
+    except ValueError as exc:  # valid JSON beyond the limits: too deep, huge numbers, lone surrogates
+        raise UnreadableSubmission(f"{name} is not a readable notebook: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise UnreadableSubmission(f"{path.name} is JSON but not a Jupyter notebook (no list of cells)")
-    sources = []
+        raise UnreadableSubmission(f"{name} is JSON but not a Jupyter notebook (no list of cells)")
+    sources, chars = [], 0
     for cell in data["cells"]:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
@@ -47,42 +83,62 @@ def _notebook_sources(path: Path, text: str) -> list[str]:
         if isinstance(source, list):
             source = "".join(s for s in source if isinstance(s, str))
         if isinstance(source, str):
-            sources.append(source)
+            sources.append(_unix_newlines(source))
+            chars += len(sources[-1])
+            _check_amount(name, len(sources), chars)
     if not sources:
-        raise UnreadableSubmission(f"{path.name} is a notebook without code cells")
+        raise UnreadableSubmission(f"{name} is a notebook without code cells")
     return sources
 
 
-def read_cells(path: Path) -> list[str]:
+def _python_sources(name: str, text: str) -> list[str]:
+    text = _unix_newlines(text)
+    _check_amount(name, 1, len(text))  # before splitting, so a huge file costs no more work than this
+    sources = [s for s in CELL_MARKER.split(text) if s.strip()] or [text]
+    _check_amount(name, len(sources), len(text))
+    return sources
+
+
+def _check_amount(name: str, cells: int, chars: int) -> None:
+    """Bounds the work that reading and running the cells can cost the trusted side and the child."""
+    if cells > MAX_CODE_CELLS:
+        raise UnreadableSubmission(f"{name} has more than {MAX_CODE_CELLS} code cells")
+    if chars > MAX_CODE_CHARS:
+        raise UnreadableSubmission(f"{name} holds more than {MAX_CODE_CHARS:,} characters of code")
+
+
+def _read_text(path: Path, name: str) -> str:
     try:
-        raw = path.read_bytes()
+        # a FIFO would block the read and /dev/zero would never end
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise UnreadableSubmission(f"{name} is not a regular file")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_SUBMISSION_BYTES + 1)  # a bigger file is refused without reading it all
     except OSError as exc:
-        raise UnreadableSubmission(f"{path.name} cannot be read: {exc.strerror}") from None
-    if not raw.strip():
-        raise UnreadableSubmission(f"{path.name} is empty")
+        raise UnreadableSubmission(f"{name} cannot be read: {clean_text(exc.strerror or exc, 200)}") from None
     if len(raw) > MAX_SUBMISSION_BYTES:
-        raise UnreadableSubmission(f"{path.name} is larger than {MAX_SUBMISSION_BYTES >> 20} MB")
+        raise UnreadableSubmission(f"{name} is larger than {MAX_SUBMISSION_BYTES >> 20} MB")
+    if not raw.strip():
+        raise UnreadableSubmission(f"{name} is empty")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # editors on Windows start files with a byte-order mark
     except UnicodeDecodeError:
-        raise UnreadableSubmission(f"{path.name} is not UTF-8 text (a binary file?)") from None
+        raise UnreadableSubmission(f"{name} is not UTF-8 text (a binary file?)") from None
+    if not text.strip():
+        raise UnreadableSubmission(f"{name} is empty")
     if "\x00" in text:
-        raise UnreadableSubmission(f"{path.name} contains NUL bytes (a binary file?)")
-    if path.suffix == ".ipynb":
-        sources = _notebook_sources(path, text)
-    elif path.suffix == ".py":
-        sources = [s for s in CELL_MARKER.split(text) if s.strip()] or [text]
-    else:
-        raise UnreadableSubmission(f"{path.name}: a submission is a .ipynb notebook or a .py file")
+        raise UnreadableSubmission(f"{name} contains NUL bytes (a binary file?)")
+    return text
+
+
+def read_cells(path: Path) -> list[str]:
+    # a file name can hold bytes that are not UTF-8, escape sequences, line breaks
+    name = clean_text(path.name, 200).replace("\n", " ").replace("\t", " ")
+    if path.suffix not in (".ipynb", ".py"):
+        raise UnreadableSubmission(f"{name}: a submission is a .ipynb notebook or a .py file")
+    text = _read_text(path, name)
+    sources = _notebook_sources(name, text) if path.suffix == ".ipynb" else _python_sources(name, text)
     cells = [c for c in (neutralise(s) for s in sources) if c is not None]
-    if not any(_compiles(c) for c in cells):
-        raise UnreadableSubmission(f"{path.name} has no cell that is valid Python")
+    if not cells:
+        raise UnreadableSubmission(f"{name} has no code cells in Python (only cell magics such as %%bash)")
     return cells
-
-
-def _compiles(source: str) -> bool:
-    try:
-        compile(source, "<cell>", "exec")
-    except (SyntaxError, ValueError):
-        return False
-    return True

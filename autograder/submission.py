@@ -103,6 +103,9 @@ class Submission(abc.ABC):
         seen, self.forbidden_seen = self.forbidden_seen, set()
         return seen
 
+    def begin_part(self, part: str, parts_left: int) -> None:
+        """the judge is about to run the checks of `part`; `parts_left` counts it and every part after it"""
+
 
 # --- the trusted in-process implementation --------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 graded once per test session through the REAL grader (`autograder.grading.grade_file`: sandboxed child,
 hidden suites, rubric; a process pool of 2), then checked entry by entry:
 
-* every mistake loses points in its own part, and in no part that does not build on that part;
+* every mistake loses points in its own part, and in no part that does not build on that part (a mistake
+  declared EveryPart, a submission broken as a whole, may cost every part);
+* a submission with constructors only, or with nothing implemented, scores 0 (structure alone earns nothing);
 * where the entry declares a hint, the failure output of its own part contains it (and most entries do);
 * every correct variant gets full marks, inside half of every tolerance;
 * what students see names what was compared, never hidden source or tracebacks;
@@ -18,9 +20,9 @@ from typing import Any, Callable
 
 import pytest
 
+from assignments.transformer_block import catalogue  # from the checkout root (pytest's pythonpath)
+from assignments.transformer_block.catalogue import CatalogueError, Entry, M, may_cost
 from autograder import check_suite
-from autograder.assignments.transformer_block import catalogue
-from autograder.assignments.transformer_block.catalogue import CatalogueError, Entry, M, may_cost
 from autograder.source_cells import read_cells
 
 ASSIGNMENT = "transformer_block"
@@ -33,7 +35,11 @@ REQUIRED = ["ln-unbiased-variance", "ln-eps-outside-sqrt", "ln-missing-keepdim",
             "block-one-layernorm-shared", "att-naive-softmax", "att-strictly-lower-mask",
             "mha-heads-view-without-transpose", "att-mask-after-softmax", "block-pre-norm-residual-from-normalised",
             "att-float-mask", "mha-assertion-error", "grad-0-dim-tensor", "LayerNorm-plain-tensors",
-            "mha-python-list-of-linears", "mha-ignores-bias-flag"]
+            "mha-python-list-of-linears", "mha-ignores-bias-flag", "constructors-only", "everything-raises"]
+# correct code written like well-known public implementations: a causal mask registered as a buffer
+REQUIRED_VARIANTS = ["nb-mingpt-bias-buffer", "llms-from-scratch-mask-buffer", "non-persistent-mask-buffer"]
+# submissions that must score 0 in total
+SCORE_ZERO = ["constructors-only", "everything-raises"]
 
 LEAKS = ("Traceback", "During handling", "def test_", "checks.py", ".py:", "C.fail(", "pytest.fail",
          "check failed (", "solutions", "catalogue")
@@ -81,7 +87,7 @@ def test_catalogue_size_and_shape():
     assert len(MISTAKES) >= 45 and len(VARIANTS) >= 15, (len(MISTAKES), len(VARIANTS))
     assert sum(e.notebook for e in MISTAKES) >= 2 and sum(e.notebook for e in VARIANTS) >= 2
     assert {e.part for e in MISTAKES} == set(catalogue.BUILT_ON)
-    missing = [name for name in REQUIRED if name not in ENTRIES]
+    missing = [name for name in REQUIRED + REQUIRED_VARIANTS if name not in ENTRIES]
     assert not missing, missing
 
 
@@ -123,6 +129,12 @@ def test_mistake_loses_points_in_its_own_part_only(graded, name):
     assert entry.part in lost, f"{name} escaped: {_describe(result)}"
     assert lost <= may_cost(entry.part), f"{name} cost unrelated parts {sorted(lost - may_cost(entry.part))}"
     assert all(t["output"].strip() for t in _failures(result)), "every failure says what went wrong"
+
+
+@pytest.mark.parametrize("name", SCORE_ZERO)
+def test_broken_submission_scores_zero(graded, name):
+    result = graded[name]
+    assert result["score"] == 0, _describe(result)
 
 
 @pytest.mark.parametrize("name", [e.name for e in MISTAKES if e.hint is not None])

@@ -1,12 +1,18 @@
-"""The real command line on real notebooks: full marks, zero, and one bug losing points where it is."""
+"""The real command line on real notebooks: full marks, zero, one bug losing points where it is, and a run
+stopped by a signal that leaves no results file."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from autograder.samples import student_notebook, write_notebook
-from conftest import full_marks, grade, part_scores, run_cli
+from conftest import REPO, full_marks, grade, part_scores, run_cli
 
 # parts built on other parts: a bug in `attention` may also cost multi_head_attention and transformer_block
 BUILT_ON = {"multi_head_attention": {"attention"}, "transformer_block": {"layer_norm", "attention",
@@ -71,7 +77,7 @@ def test_syntax_error_in_a_python_file_scores_zero(tmp_path):
     path = tmp_path / "s.py"
     path.write_text("def layer_norm(x:\n")
     results, _, _ = grade(path, tmp_path)
-    assert results["score"] == 0 and "valid Python" in results["output"]
+    assert results["score"] == 0 and "Cell 1 raised SyntaxError" in results["output"]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -114,3 +120,73 @@ def test_torchs_own_implementation_scores_its_part_zero(tmp_path):
     assert "native_layer_norm" in parts["layer_norm"]["forbidden_ops"]
     assert "_scaled_dot_product_flash_attention_for_cpu" in parts["attention"]["forbidden_ops"]
     assert "torch's own implementation" in results["output"]
+
+
+# --- a run stopped by a signal is no grade ----------------------------------------------------------------
+
+SLOW_LAYER_NORM = ("    mean = x.mean(dim=-1, keepdim=True)\n",
+                   "    import time; time.sleep(3)\n    mean = x.mean(dim=-1, keepdim=True)\n")
+
+
+def slow_notebook(path: Path) -> Path:
+    """Solves every part, but each layer_norm call sleeps 3 s: the judge runs for a minute or more.  Only the
+    imports and solution cells are kept, so that loading the notebook calls nothing (its checks would)."""
+    notebook = student_notebook([SLOW_LAYER_NORM])
+    kept = [c for c in notebook["cells"] if c["cell_type"] == "code"
+            and (c["metadata"]["nbgrader"].get("solution") or c["metadata"]["nbgrader"]["grade_id"] == "imports")]
+    return write_notebook({**notebook, "cells": kept}, path)
+
+
+def start_cli(*args: str | Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "autograder", *map(str, args)], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            # a shell's background job starts with SIGINT ignored; a grader does not
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def sandboxes_under(pid: int) -> bool:
+    """Whether a submission's process (a sandbox child) runs below process `pid`."""
+    parents: dict[int, int] = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (ValueError, OSError):
+            continue
+    for child in parents:
+        ancestor = parents.get(child)
+        while ancestor and ancestor != pid:
+            ancestor = parents.get(ancestor)
+        try:
+            if ancestor == pid and b"autograder.child" in (Path("/proc") / str(child) / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def wait_for(condition, process: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+# loading the slow notebook takes a second or two once its process runs; then the judge spends half a minute
+# or more on layer_norm's checks.  Waiting this long lands the signal there even on a busy machine.
+JUDGING_SETTLES = 10.0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_judging_leaves_no_results_file(tmp_path, signum):
+    out = tmp_path / "results.json"
+    grader = start_cli("grade", slow_notebook(tmp_path / "slow.ipynb"), "-o", out, "--request-timeout", "30")
+    wait_for(lambda: sandboxes_under(grader.pid), grader)
+    time.sleep(JUDGING_SETTLES)
+    grader.send_signal(signum)
+    _, stderr = grader.communicate(timeout=60)
+    assert grader.returncode == 128 + signum, stderr
+    assert not out.exists() and not list(tmp_path.glob("*.json*")), list(tmp_path.iterdir())
+    [line] = stderr.strip().splitlines()
+    assert line.startswith(f"python -m autograder: stopped by {signal.Signals(signum).name} while judging ")
+    assert "no grade written" in line

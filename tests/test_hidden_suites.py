@@ -1,13 +1,13 @@
 """The kit's own tests for the transformer_block hidden suites, run in-process with ModuleSubmission.
 
 * the reference solution passes every test, with a safety margin;
-* an untouched template, code returning None, a missing function and extra buffers fail cleanly and only
-  where they should;
+* an untouched template, code returning None and a missing function fail cleanly and only where they should;
+  extra buffers fail nothing, an extra parameter is named; constructors alone score 0 under the rubric;
 * failure messages are student-facing (no source, no traceback); the suites never import the solutions,
   never use bare `assert`, document every test, and make a modest number of requests.
 
 Known mistakes and legitimate alternative implementations live in one place, the assignment's catalogue
-(autograder/assignments/transformer_block/catalogue/), and are graded through the real sandboxed grader by
+(assignments/transformer_block/catalogue/), and are graded through the real sandboxed grader by
 tests/test_catalogue.py and `python -m autograder check-suite`.
 """
 from __future__ import annotations
@@ -26,9 +26,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from autograder import checks, judge  # noqa: E402
+from autograder.rubric import STRUCTURE_ALONE, load_rubric, score  # noqa: E402
 from autograder.submission import ModuleSubmission  # noqa: E402
 
-SUITE_DIR = ROOT / "autograder" / "assignments" / "transformer_block"
+SUITE_DIR = ROOT / "assignments" / "transformer_block"
 REFERENCE = ROOT / "solutions" / "transformer_block.py"
 PARTS = {"layer_norm": "test_layer_norm.py", "attention": "test_attention.py",
          "multi_head_attention": "test_multi_head_attention.py", "transformer_block": "test_transformer_block.py",
@@ -113,14 +114,39 @@ def returns_none(mod):
 
 
 def extra_buffers(mod):
-    """Registers persistent buffers next to the required parameters: only the structure tests may fail."""
+    """Registers buffers next to the required parameters, persistent and not, one of them named `bias` as
+    minGPT's causal mask is: the contract fixes parameters only, so nothing may fail."""
     for name in ("LayerNorm", "MultiHeadAttention", "TransformerBlock"):
         base = getattr(mod, name)
 
-        def __init__(self, *args, _base=base, **kwargs):
+        def __init__(self, *args, _base=base, _name=name, **kwargs):
             _base.__init__(self, *args, **kwargs)
             self.register_buffer("calls", torch.zeros(()))
+            self.register_buffer("scratch", torch.ones(3), persistent=False)
+            if _name == "MultiHeadAttention":
+                self.register_buffer("bias", torch.ones(16, 16).tril().view(1, 1, 16, 16))
         setattr(mod, name, type(name, (base,), {"__init__": __init__}))
+
+
+def extra_parameter(mod):
+    """MultiHeadAttention with one parameter too many (a learned temperature)."""
+    base = mod.MultiHeadAttention
+
+    def __init__(self, *args, **kwargs):
+        base.__init__(self, *args, **kwargs)
+        self.temperature = nn.Parameter(torch.ones(()))
+    mod.MultiHeadAttention = type("MultiHeadAttention", (base,), {"__init__": __init__})
+
+
+def constructors_only(mod):
+    """Constructors as in the reference; every function, forward and helper raises, as released."""
+    def todo(*args, **kwargs):
+        raise NotImplementedError()
+
+    for name in ("layer_norm", "causal_mask", "attention_weights", "scaled_dot_product_attention", "input_grad_norm"):
+        setattr(mod, name, todo)
+    for name in ("LayerNorm", "MultiHeadAttention", "TransformerBlock"):
+        setattr(mod, name, type(name, (getattr(mod, name),), {"forward": todo, "split_heads": todo}))
 
 
 def _variant(patch) -> types.ModuleType:
@@ -207,13 +233,14 @@ def _assert_clean_failures(results):
             assert leak not in text, (test, leak, text)
 
 
+# the checks a constructor alone can pass: exactly those rubric.toml declares structural
 STRUCTURE_TESTS = {
     "test_layer_norm.py::test_LayerNorm_parameters_are_ones_and_zeros",
     "test_layer_norm.py::test_LayerNorm_state_dict_is_compatible_with_torch",
-    "test_multi_head_attention.py::test_mha_state_dict_keys_and_shapes",
+    "test_multi_head_attention.py::test_mha_parameter_names_and_shapes",
     "test_multi_head_attention.py::test_mha_loads_random_state_dict",
     "test_multi_head_attention.py::test_mha_indivisible_heads_raise_value_error",
-    "test_transformer_block.py::test_block_state_dict_keys_and_shapes",
+    "test_transformer_block.py::test_block_parameter_names_and_shapes",
     "test_transformer_block.py::test_block_loads_random_state_dict",
 }
 
@@ -223,8 +250,8 @@ def test_template_fails_everything_cleanly():
     passed = [k for k, (outcome, _) in results.items() if outcome == "passed"]
     assert not passed, passed
     _assert_clean_failures(results)
-    expected = ("your code raised NotImplementedError: TODO", "wrong entries", "cannot load the test's weights",
-                "nothing was raised", "Error(s) in loading", "does not load into", "expected exactly")
+    expected = ("your code raised NotImplementedError: TODO", "wrong parameters", "nothing was raised",
+                "Error(s) in loading", "do not load into", "expected exactly")
     odd = [k for k, (_, text) in results.items() if not any(e in text for e in expected)]
     assert not odd, _report(results)
 
@@ -246,16 +273,30 @@ def test_missing_function_is_reported_by_name():
     _assert_clean_failures(results)
 
 
-def test_extra_buffers_only_fail_structure_tests():
+def test_extra_buffers_fail_nothing():
     results = run_suite(ModuleSubmission(_variant(extra_buffers)))
-    failed = set(_failed(results))
-    assert failed == {
-        "test_layer_norm.py::test_LayerNorm_parameters_are_ones_and_zeros",
-        "test_layer_norm.py::test_LayerNorm_state_dict_is_compatible_with_torch",
-        "test_multi_head_attention.py::test_mha_state_dict_keys_and_shapes",
-        "test_multi_head_attention.py::test_mha_loads_random_state_dict",
-        "test_multi_head_attention.py::test_mha_bias_false",
-        "test_transformer_block.py::test_block_state_dict_keys_and_shapes",
-        "test_transformer_block.py::test_block_loads_random_state_dict",
-    }, _report(results)
+    assert not _failed(results), _report(results)
+
+
+def test_extra_parameter_is_named_and_nothing_else_is_blamed():
+    results = run_suite(ModuleSubmission(_variant(extra_parameter)), parts=["multi_head_attention"])
+    failed = _failed(results)
+    assert failed and all("unexpected ['temperature']" in text for _, text in failed.values()), _report(results)
+    assert not any("bias=bias" in text for _, text in failed.values()), _report(results)
     _assert_clean_failures(results)
+
+
+def test_constructors_alone_score_zero():
+    """The structure checks pass on their own, and the rubric gives them nothing without a passing behaviour
+    check of the same part."""
+    outcomes = judge.run_suite([SUITE_DIR / f for f in PARTS.values()],
+                               ModuleSubmission(_variant(constructors_only)))
+    passed = {f"{o.module}.py::{o.name}" for o in outcomes if o.passed}
+    assert passed == STRUCTURE_TESTS, passed
+    rubric = load_rubric("transformer_block")
+    declared = {f"{p.suite}::{name}" for p in rubric.parts for name in p.structural}
+    assert declared == STRUCTURE_TESTS
+    parts = score(rubric, outcomes)
+    assert [p.score for p in parts] == [0.0] * len(parts)
+    assert all(t.message == STRUCTURE_ALONE and not t.passed for p in parts for t in p.tests
+               if f"{p.part.suite}::{t.name}" in STRUCTURE_TESTS)

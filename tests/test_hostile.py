@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +18,7 @@ from typing import NamedTuple
 import pytest
 
 from autograder.demo import ASSIGNMENT, Course
+from autograder.sandbox import ROOT
 from autograder.samples import student_notebook, write_notebook
 from conftest import full_marks, part_scores, processes_mentioning, run_cli
 
@@ -29,6 +31,7 @@ FLAGS = ["--timeout", str(LIMIT), "--cell-timeout", str(CELL_SECONDS), "--reques
 MARGIN = 30  # interpreter start-up, suites, and killing the child
 MAX_RESULTS_BYTES = 200_000
 TOKEN = f"autograder-test-{uuid.uuid4().hex}"
+SOLUTION = ROOT / "solutions" / "transformer_block.py"
 
 TOP_LEVEL_HAZARDS = {
     "endless loop": "while True:\n    pass",
@@ -87,6 +90,58 @@ LINGERING_CELLS = [
 ]
 
 
+# A survivor that goes after the other sandboxes of the batch: it leaves its process group and session,
+# then for a while looks for other sandboxes' inputs and the class's files, and rewrites what it finds with
+# a correct solution.  It also leaves files in the shared scratch folders.
+SABOTEUR_LOOP = """import glob, os, time
+CLASS = __CLASS__
+solved = open(CLASS + '/alice.ipynb').read() if os.path.exists(CLASS + '/alice.ipynb') else ''
+for folder in ('/tmp', '/dev/shm'):
+    try:
+        open(folder + '/__TOKEN__-left-behind', 'w').write('x')
+    except OSError:
+        pass
+end = time.time() + 90
+while time.time() < end:
+    for path in glob.glob('/tmp/autograder-*/**', recursive=True) + glob.glob(CLASS + '/*.ipynb'):
+        try:
+            open(path, 'w').write(solved)
+        except OSError:
+            pass
+    time.sleep(0.2)
+"""
+
+
+def saboteur(class_dir: str) -> str:
+    loop = SABOTEUR_LOOP.replace("__CLASS__", repr(class_dir)).replace("__TOKEN__", TOKEN)
+    return ("import os, sys\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+            f"        os.execv(sys.executable, [sys.executable, '-c', {loop!r}, {TOKEN!r}])\n    os._exit(0)")
+
+
+# Reads the best-graded classmate's notebook and runs its code as its own.
+SNOOP = """import glob, json
+for path in glob.glob(__CLASS__ + '/alice.ipynb') + glob.glob('/tmp/autograder-*/cells.json'):
+    try:
+        data = json.load(open(path))
+        for source in (c['source'] for c in data['cells'] if c['cell_type'] == 'code') if 'cells' in data else data:
+            exec(''.join(source), globals())
+    except Exception as exc:
+        print('cannot read', path, exc)
+"""
+SOCKET = "import json, os, socket, struct, sys\nFD = json.loads(sys.argv[1])['sock_fd']\n"
+FRAME = SOCKET + "os.write(FD, struct.pack('>II', len({head}), 0) + {head})\n"
+# bytes written on the judge's socket while the notebook loads: the cell that wrote them is skipped like a
+# cell that crashed, and the rest of the (correct) notebook is graded
+HOSTILE_FRAMES = {
+    "frame-nested": FRAME.format(head="b'[' * 200000 + b']' * 200000"),
+    "frame-bigint": FRAME.format(head="b'{\"cell\": ' + b'9' * 5000 + b'}'"),
+    "frame-forged-ready": FRAME.format(head="json.dumps({'ready': True, 'errors': [{'cell': 'x', 'type': 5}], "
+                                            "'names': {'a': 1}}).encode()"),
+    "frame-surrogate": FRAME.format(head="b'{\"cell\": 1, \"x\": \"\\\\ud800\"}'"),
+    "socket-shutdown": SOCKET + "socket.socket(fileno=os.dup(FD)).shutdown(socket.SHUT_RDWR)\nimport time\ntime.sleep(60)",
+}
+
+
 def forging_cells(target: str) -> list[str]:
     forged = json.dumps({"score": 100, "max_score": 100, "tests": []})
     return [f"import atexit\natexit.register(lambda: open({target!r}, 'w').write({forged!r}))",
@@ -98,9 +153,14 @@ def code_cell(source: str) -> dict:
     return {"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None}
 
 
-def the_class(out_dir) -> dict[str, tuple[list, list[str]]]:
-    """student -> (mutations of the reference, extra cells appended)"""
+def the_class(out_dir, class_dir: str = "") -> dict[str, tuple[list, list[str]] | None]:
+    """student -> (mutations of the reference, extra cells appended), or None for the untouched release"""
     students = {
+        "a-saboteur": ([], [saboteur(class_dir)]),
+        "snoop": None,
+        "zz-victim": None,
+        "surrogate-error": ([], ["raise ValueError('bad \\ud800 text')"]),
+        **{name: ([], [cell]) for name, cell in HOSTILE_FRAMES.items()},
         "alice": ([], []),
         "hazards": ([], list(TOP_LEVEL_HAZARDS.values())),
         "buggy": ([BUGGY_LAYER_NORM], []),
@@ -114,10 +174,19 @@ def the_class(out_dir) -> dict[str, tuple[list, list[str]]]:
     return students
 
 
+# files no notebook tool would write: the trusted side must turn each into a clean grade
+ODD_FILES = {
+    "deep-expression.py": "x = " + "-" * 200000 + "1\n",
+    "deep-metadata.ipynb": '{"cells": [], "metadata": ' + "[" * 20000 + "]" * 20000 + "}",
+    "bigint-metadata.ipynb": '{"cells": [], "metadata": {"n": ' + "7" * 5000 + "}}",
+    "huge.py": "x = 1\n" * (2 << 20),
+}
+UNDERSERVED = ["snoop", "zz-victim", "deep-expression", "deep-metadata", "bigint-metadata", "huge"]
+
 # graded through nbgrader too: one submission per kind of hazard (every top-level case is in `hazards`; a
 # crash and a signal-proof loop stand for the forward cases), since nbgrader grades one student at a time
 THROUGH_NBGRADER = ["alice", "hazards", "tamper", "lingering", "forger", "forward-segfault",
-                    "forward-endless-loop-ignoring-signals"]
+                    "forward-endless-loop-ignoring-signals", "snoop", "frame-nested", "surrogate-error"]
 NBGRADER_LIMITS = [f"--SandboxedGrading.timeout={LIMIT}", f"--SandboxedGrading.cell_timeout={CELL_SECONDS}",
                    f"--SandboxedGrading.request_timeout={CELL_SECONDS}", "--SandboxedGrading.memory_mb=1536"]
 
@@ -142,11 +211,17 @@ class Graded(NamedTuple):
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
     folder, out = root / "class", root / "out"
-    for student, (mutations, cells) in the_class(out).items():
-        notebook = student_notebook(mutations)
-        notebook["cells"] += [code_cell(c) for c in cells]
+    for student, changes in the_class(out, str(folder)).items():
+        notebook = student_notebook(solved=changes is not None, mutations=changes[0] if changes else [])
+        if student == "snoop":
+            notebook["cells"].append(code_cell(f"__CLASS__ = {str(folder)!r}\n" + SNOOP))
+        notebook["cells"] += [code_cell(c) for c in (changes[1] if changes else [])]
         write_notebook(notebook, folder / f"{student}.ipynb")
     (folder / "zed.ipynb").write_bytes(b"\x00\xff not a notebook")
+    for name, text in ODD_FILES.items():
+        (folder / name).write_text(text)
+    (folder / "bom-crlf.py").write_bytes(b"\xef\xbb\xbf" + SOLUTION.read_bytes().replace(b"\n", b"\r\n"))
+    (folder / os.fsdecode(b"caf\xe9.ipynb")).write_bytes((folder / "alice.ipynb").read_bytes())
     course = Course(root / "course")
     course.create()
     course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
@@ -170,7 +245,8 @@ def graded(tmp_path_factory):
 
 def test_every_submission_graded_within_its_limit_and_results_stay_small(graded):
     root, results, seconds = graded.root, graded.results, graded.seconds
-    assert set(results) == set(the_class(root)) | {"zed"}
+    odd = {Path(name).stem for name in ODD_FILES} | {"bom-crlf", "caf\\xe9"}
+    assert set(results) == set(the_class(root)) | {"zed"} | odd
     for student in results:
         assert seconds[student] < LIMIT + MARGIN, student
         assert (root / "out" / f"{student}.json").stat().st_size < MAX_RESULTS_BYTES
@@ -207,6 +283,39 @@ def test_tamper_cells_gain_nothing(graded):
 
 def test_no_process_outlives_grading(graded):
     assert graded.survivors == []
+
+
+def test_no_submission_reaches_another_or_leaves_files(graded):
+    """The saboteur outlived nothing and rewrote nothing; the snoop read nothing; nothing was left behind."""
+    for student in UNDERSERVED:
+        assert graded.results[student]["score"] == 0, (student, graded.results[student]["output"][:2000])
+    for folder in ("/tmp", "/dev/shm"):
+        assert not list(Path(folder).glob(f"{TOKEN}*")), folder
+    class_dir = graded.root / "class"
+    assert json.loads((class_dir / "alice.ipynb").read_text())["cells"]
+    assert graded.results["a-saboteur"]["score"] == 100
+
+
+@pytest.mark.parametrize("student", sorted(HOSTILE_FRAMES))
+def test_hostile_bytes_cost_only_the_cell_that_wrote_them(graded, student):
+    result = graded.results[student]
+    assert result["score"] == 100, result["output"][:2000]
+    last = sum(c["cell_type"] == "code" for c in student_notebook()["cells"]) + 1
+    assert f"Cell {last}" in result["output"], result["output"][:2000]
+
+
+def test_honest_odd_input_graded_right(graded):
+    assert graded.results["bom-crlf"]["score"] == 100  # a byte-order mark and CRLF line endings
+    assert graded.results["caf\\xe9"]["score"] == 100  # a file name that is not UTF-8
+    assert graded.results["surrogate-error"]["score"] == 100
+    with (graded.root / "out" / "grades.csv").open(newline="", encoding="utf-8") as handle:
+        assert "caf\\xe9" in {row["student"] for row in csv.DictReader(handle)}
+
+
+def test_cli_prints_a_lone_surrogate_from_a_cell_error(graded):
+    done = run_cli("grade", graded.root / "class" / "surrogate-error.ipynb", "-o", graded.root / "s.json", *FLAGS)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((graded.root / "s.json").read_text())["score"] == 100
 
 
 def test_submission_cannot_forge_results(graded):

@@ -1,8 +1,9 @@
-"""Scoring: points shared by weight within a part, torch's own implementation costs the part."""
+"""Scoring: points shared by weight within a part, torch's own implementation costs the part, structure alone
+earns nothing."""
 import pytest
 
 from autograder.judge import Outcome
-from autograder.rubric import Part, Rubric, RubricError, load_rubric, score
+from autograder.rubric import STRUCTURE_ALONE, Part, Rubric, RubricError, load_rubric, score
 
 
 def rubric(tmp_path, weights=None):
@@ -41,3 +42,42 @@ def test_broken_rubric_is_a_one_line_error(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "ASSIGNMENTS", tmp_path)
     with pytest.raises(RubricError, match=r"rubric.toml: KeyError"):
         load_rubric("bad")
+
+
+def structural_rubric(tmp_path):
+    return Rubric("a", tmp_path, (Part("p", "P", 20.0, "test_p.py", structural=frozenset({"test_shape"})),), ())
+
+
+def test_structure_alone_earns_nothing(tmp_path):
+    outcomes = [Outcome("test_p", "test_shape", True, ""), Outcome("test_p", "test_values[1]", False, "off"),
+                Outcome("test_p", "test_values[2]", False, "off")]
+    (p,) = score(structural_rubric(tmp_path), outcomes)
+    assert p.score == 0
+    shape = p.tests[0]
+    assert not shape.passed and shape.message == STRUCTURE_ALONE and shape.max_score == 10
+    assert [t.message for t in p.tests[1:]] == ["off", "off"]  # behaviour failures keep their own messages
+
+
+def test_structure_earns_its_points_once_one_behaviour_check_passes(tmp_path):
+    outcomes = [Outcome("test_p", "test_shape", True, ""), Outcome("test_p", "test_values[1]", True, ""),
+                Outcome("test_p", "test_values[2]", False, "off")]
+    (p,) = score(structural_rubric(tmp_path), outcomes)
+    assert p.score == pytest.approx(15) and p.tests[0].passed and p.tests[0].message == ""
+
+
+def test_shipped_rubric_declares_structural_checks_the_suites_define():
+    structural = {p.name: p.structural for p in load_rubric("transformer_block").parts}
+    assert structural["multi_head_attention"] >= {"test_mha_parameter_names_and_shapes",
+                                                  "test_mha_indivisible_heads_raise_value_error"}
+    assert not structural["attention"] and not structural["gradient_experiment"]
+
+
+def test_unknown_structural_check_is_a_rubric_error(tmp_path, monkeypatch):
+    import autograder.rubric as module
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "test_p.py").write_text("def test_shape(student):\n    pass\n")
+    (tmp_path / "a" / "rubric.toml").write_text(
+        "[[parts]]\nname = 'p'\npoints = 1\nsuite = 'test_p.py'\nstructural = ['test_shape', 'test_shapes']\n")
+    monkeypatch.setattr(module, "ASSIGNMENTS", tmp_path)
+    with pytest.raises(RubricError, match="does not define: test_shapes"):
+        load_rubric("a")

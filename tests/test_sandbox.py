@@ -1,26 +1,41 @@
 """The sandbox's mechanisms, observed from inside the child, and the judge's distrust of what it returns.
 
-Every mechanism is either active or named in a notice: never silently missing.
+Every mechanism must be active wherever the OS offers it; a test accepts its absence only after trying the
+same kernel feature itself and seeing it refused, never because some notice mentions it.
 """
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from autograder.remote import RemoteSubmission
-from autograder.sandbox import ROOT, Limits
+from autograder.sandbox import ROOT, Cgroup, Limits
 from autograder.submission import StudentError, SubmissionBroken
 
 PROBE = f'''
-import os, socket, resource, json, sys
+import glob, os, socket, resource, json, sys
+
+def status(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return line.split()[1]
 
 def probe():
-    found = {{"uid": os.getuid(), "pid": os.getpid(), "cwd_entries": sorted(os.listdir(".")),
-              "pgid_is_session": os.getpgid(0) == os.getsid(0)}}
+    found = {{"uid": os.getuid(), "pid": os.getpid(), "cwd": os.getcwd(), "cwd_entries": sorted(os.listdir(".")),
+              "processes": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+              "capabilities": status("CapEff"), "no_new_privs": status("NoNewPrivs"),
+              "cgroup": open("/proc/self/cgroup").read(), "checkout": os.path.exists({str(ROOT)!r} + "/solutions"),
+              "tmp": sorted(os.listdir("/tmp")), "shm": sorted(os.listdir("/dev/shm")),
+              "cells_files": glob.glob("/tmp/**/cells.json", recursive=True)}}
     for name, path in [("solutions", {str(ROOT / "solutions" / "transformer_block.py")!r}),
-                       ("suite", {str(ROOT / "autograder" / "assignments" / "transformer_block" / "rubric.toml")!r})]:
+                       ("suite", {str(ROOT / "assignments" / "transformer_block" / "rubric.toml")!r})]:
         try:
             open(path).read(1)
             found["read_" + name] = True
@@ -36,54 +51,119 @@ def probe():
         found["network"] = True
     except OSError:
         found["network"] = False
+    for target in ("/usr/planted", {str(ROOT)!r} + "/planted", "/planted"):
+        try:
+            open(target, "w").write("x")
+            found["wrote " + target] = True
+        except OSError:
+            found["wrote " + target] = False
     found["rlimit_as"] = resource.getrlimit(resource.RLIMIT_AS)[0]
     found["rlimit_nofile"] = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    found["rlimit_nproc"] = resource.getrlimit(resource.RLIMIT_NPROC)[0]
     return found
+
+def leave(name):
+    for folder in ("/tmp", "/dev/shm", "."):
+        open(os.path.join(folder, name), "w").write("left behind")
+    return True
 '''
 
 
+def _cgroup_v2_writable() -> bool:
+    """The test's own try of what Cgroup.create needs."""
+    notices: list[str] = []
+    cgroup = Cgroup.create(notices)
+    if cgroup is None:
+        return False
+    cgroup.kill()
+    return True
+
+
 @pytest.fixture(scope="module")
-def probed():
-    submission = RemoteSubmission([PROBE], Limits(memory_mb=3000, open_files=128), [])
+def two_sandboxes():
+    """Two sandboxes alive at the same time, as in grade-all --jobs 2."""
+    first = RemoteSubmission([PROBE], Limits(memory_mb=3000, open_files=128), [])
+    second = RemoteSubmission([PROBE], Limits(memory_mb=3000, open_files=128), [])
     try:
-        yield submission.call("probe"), " ".join(submission.report.notices)
+        yield first, second
     finally:
-        submission.close()
+        first.close()
+        second.close()
 
 
-def active_or_noticed(active: bool, notices: str, word: str) -> None:
-    assert active or word in notices, f"mechanism off without a notice mentioning {word!r}: {notices}"
+@pytest.fixture(scope="module")
+def probed(two_sandboxes):
+    first, _ = two_sandboxes
+    return first.call("probe"), first.report.notices
 
 
 def test_resource_limits_are_set(probed):
     found, notices = probed
-    assert found["rlimit_as"] == 3000 << 20 and found["rlimit_nofile"] == 128
+    assert found["rlimit_as"] == 3000 << 20 and found["rlimit_nofile"] == 128 and found["rlimit_nproc"] == 64
+    assert notices == [] or all("cgroup" in n for n in notices), notices
 
 
-def test_own_empty_working_directory_and_session(probed):
+def test_own_empty_home_and_no_input_file(probed):
     found, _ = probed
-    assert found["cwd_entries"] == ["cells.json"] and found["pgid_is_session"]
+    assert found["cwd"] == "/home/student" and found["cwd_entries"] == []
+    assert found["cells_files"] == []  # the cells came over the socket: there is no file to rewrite
 
 
-def test_kit_files_are_out_of_reach(probed):
-    found, notices = probed
-    assert not found["import_solutions"]  # never on the child's path, whoever it runs as
-    active_or_noticed(not found["read_solutions"] and not found["read_suite"], notices, "readable")
+def test_kit_checkout_is_not_in_its_file_system(probed):
+    found, _ = probed
+    assert not found["checkout"] and not found["read_solutions"] and not found["read_suite"]
+    assert not found["import_solutions"]
 
 
-def test_unprivileged_user(probed):
-    found, notices = probed
-    active_or_noticed(found["uid"] != 0, notices, "runs as")
+def test_file_system_is_read_only_but_for_its_scratch(probed):
+    found, _ = probed
+    assert not any(wrote for key, wrote in found.items() if key.startswith("wrote "))
+
+
+def test_unprivileged_identity_distinct_per_sandbox(two_sandboxes):
+    first, second = (s.call("probe") for s in two_sandboxes)
+    for found in (first, second):
+        assert found["capabilities"].strip("0") == "" and found["no_new_privs"] == "1"
+    if os.geteuid() == 0:  # a uid of its own, never root's and never another sandbox's
+        assert 0 != first["uid"] != second["uid"] != 0
+    else:  # a user namespace of its own, in which it is "nobody"
+        assert first["uid"] == second["uid"] == 65534
 
 
 def test_no_network(probed):
-    found, notices = probed
-    active_or_noticed(not found["network"], notices, "network")
+    found, _ = probed
+    assert not found["network"]
 
 
-def test_pid_namespace(probed):
+def test_pid_namespace_and_own_proc(probed):
+    found, _ = probed
+    assert found["pid"] == 1
+    assert max(found["processes"]) < 10  # its own few processes, none of the host's
+
+
+def test_own_cgroup_where_the_machine_offers_one(probed):
     found, notices = probed
-    active_or_noticed(found["pid"] == 1, notices, "PID namespace")
+    if _cgroup_v2_writable():
+        assert "/autograder-" in found["cgroup"], found["cgroup"]
+    else:
+        assert any("cgroup" in n for n in notices), notices
+
+
+def test_scratch_space_is_private_and_dies_with_the_sandbox(two_sandboxes):
+    first, second = two_sandboxes
+    name = f"left-{os.getpid()}-{time.monotonic_ns()}"
+    assert first.call("leave", name) is True
+    found = second.call("probe")
+    assert name not in found["tmp"] and name not in found["shm"]
+    for host_folder in (tempfile.gettempdir(), "/dev/shm"):
+        assert not list(Path(host_folder).glob(f"**/{name}")), host_folder
+
+
+def test_sandbox_files_are_gone_after_kill():
+    submission = RemoteSubmission([PROBE], Limits(), [])
+    workdir = submission.sandbox.workdir
+    submission.close()
+    assert not workdir.exists()
 
 
 # --- replies the judge must not believe ------------------------------------------------------------------
@@ -138,3 +218,111 @@ def test_bad_reply_fails_that_request_only(forger, function):
         forger.call(function, torch.ones(3))
     assert time.monotonic() - started < 10
     assert torch.equal(forger.call("fine", torch.ones(3)), torch.full((3,), 2.0))  # the next request is served
+
+
+# --- an ordinary user's grader is as isolated as root's ---------------------------------------------------
+
+ORDINARY_USER = "autograder-ci"
+
+
+def _ordinary_user() -> tuple[list[str], int | None]:
+    """(command prefix, uid) to run as an ordinary user: the current one when the tests are not root, else
+    a system user made for the test (how most CI runners grade)."""
+    if os.geteuid() != 0:
+        return [], None
+    import pwd
+    import subprocess
+
+    try:
+        entry = pwd.getpwnam(ORDINARY_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", ORDINARY_USER],
+                       check=True)
+        entry = pwd.getpwnam(ORDINARY_USER)
+    # that user must be able to start this environment's Python: search (never read) permission on the
+    # folders above it, e.g. /root when the interpreter lives in /root/.pyenv
+    import sys
+
+    for needed in (Path(sys.base_prefix), Path(sys.prefix)):
+        for folder in reversed([needed, *needed.parents]):
+            if folder.is_dir() and not folder.stat().st_mode & 0o001:
+                folder.chmod(folder.stat().st_mode | 0o001)
+    return ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups"], entry.pw_uid
+
+
+STEAL_THE_REFERENCE = '''from solutions.transformer_block import *
+# %%
+import runpy
+for path in ({clone!r} + "/solutions/transformer_block.py", {root!r} + "/solutions/transformer_block.py"):
+    try:
+        globals().update({{k: v for k, v in runpy.run_path(path).items() if not k.startswith("__")}})
+    except Exception as exc:
+        print("cannot read", path, exc)
+'''
+
+
+def test_ordinary_users_grader_isolates_its_own_clone(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    prefix, uid = _ordinary_user()
+    clone = Path(tempfile.mkdtemp(prefix="autograder-clone-"))
+    try:
+        shutil.copytree(ROOT, clone, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(".venv", ".git", "build", "__pycache__"))
+        (clone / "steal.py").write_text(STEAL_THE_REFERENCE.format(clone=str(clone), root=str(ROOT)))
+        shutil.copy(clone / "solutions" / "transformer_block.py", clone / "honest.py")
+        if uid is not None:
+            for path in [clone, *clone.rglob("*")]:
+                os.chown(path, uid, -1)
+        results = {}
+        for name in ("steal", "honest"):
+            done = subprocess.run([*prefix, sys.executable, "-m", "autograder", "grade", f"{name}.py",
+                                   "-o", f"{name}.json"], cwd=clone, capture_output=True, text=True, timeout=300,
+                                  env={"PATH": os.environ["PATH"], "LANG": "C.UTF-8"})
+            assert done.returncode == 0, done.stderr[-2000:]
+            results[name] = json.loads((clone / f"{name}.json").read_text())
+        assert results["honest"]["score"] == 100  # the ordinary user's grader works at all
+        assert results["steal"]["score"] == 0, results["steal"]["output"]
+    finally:
+        shutil.rmtree(clone, ignore_errors=True)
+
+
+# --- a machine that allows no isolation --------------------------------------------------------------------
+
+# Root in a user namespace of its own that maps one uid, as in a rootless container; with
+# max_user_namespaces set to 0 there it can create no further namespace, so no sandbox can be built.
+NO_NESTED_NAMESPACES = ["unshare", "--user", "--map-root-user", "sh", "-c",
+                        'echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"', "sh"]
+
+
+def _grade_in(prefix: list[str], submission: Path, out: Path, *flags: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([*prefix, sys.executable, "-m", "autograder", "grade", str(submission), "-o", str(out),
+                           *flags], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_rootless_container_root_isolates_itself_like_an_ordinary_user(samples, tmp_path):
+    import json
+
+    done = _grade_in(["unshare", "--user", "--map-root-user"], samples / "correct.ipynb", tmp_path / "r.json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((tmp_path / "r.json").read_text())
+    assert results["score"] == 100 and not any("WITHOUT" in n for n in results["extra_data"]["notices"])
+
+
+def test_no_isolation_refused_with_one_line_unless_allowed(samples, tmp_path):
+    import json
+
+    refused = _grade_in(NO_NESTED_NAMESPACES, samples / "correct.ipynb", tmp_path / "r.json")
+    assert refused.returncode == 2 and not (tmp_path / "r.json").exists()
+    assert refused.stderr.count("\n") == 1 and "allows no sandbox" in refused.stderr, refused.stderr
+    allowed = _grade_in(NO_NESTED_NAMESPACES, samples / "correct.ipynb", tmp_path / "r.json", "--allow-unisolated")
+    assert allowed.returncode == 0, allowed.stderr[-2000:]
+    results = json.loads((tmp_path / "r.json").read_text())
+    assert results["score"] == 100
+    assert any(n.startswith("graded WITHOUT isolation") for n in results["extra_data"]["notices"])
+    assert "graded WITHOUT isolation" in results["output"]

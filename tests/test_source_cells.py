@@ -1,8 +1,11 @@
 """Reading submissions into cells, on the trusted side, without running them."""
+import builtins
 import json
+import os
 
 import pytest
 
+from autograder import source_cells
 from autograder.source_cells import UnreadableSubmission, neutralise, read_cells
 
 
@@ -40,8 +43,25 @@ def test_python_file_cells(tmp_path):
     ("s.ipynb", json.dumps({"nbformat": 4, "metadata": {}}).encode(), "not a Jupyter notebook"),
     ("s.ipynb", json.dumps({"cells": [{"cell_type": "markdown", "source": "x"}]}).encode(), "without code cells"),
     ("s.ipynb", bytes(range(256)) * 4, "not UTF-8"),
-    ("s.py", b"def f(:\n", "no cell that is valid Python"),
     ("s.txt", b"x = 1", ".ipynb notebook or a .py file"),
+    ("s.py", b"\xef\xbb\xbf \r\n", "is empty"),
+    ("s.py", b"x = 1\x00", "NUL bytes"),
+    ("s.ipynb", json.dumps({"cells": [{"cell_type": "code", "source": "%%bash\nls"}]}).encode(), "no code cells"),
+    # valid JSON the trusted side still refuses to build: each used to escape as a traceback
+    ("s.ipynb", b'{"cells": [], "metadata": ' + b"[" * 20_000 + b"]" * 20_000 + b"}",
+     "not a readable notebook: nested too deeply"),
+    ("s.ipynb", b'{"cells": [], "metadata": {"n": ' + b"7" * 5000 + b"}}", "not a readable notebook: .*digits"),
+    ("s.ipynb", b'{"cells": [{"cell_type": "code", "source": "x = \'\\ud800\'"}]}',
+     "not a readable notebook: .*surrogate"),
+    ("s.ipynb", b"\xff\xfe{\x00}\x00", "not UTF-8"),
+    ("s.ipynb", json.dumps({"cells": [{"cell_type": "code", "source": "x = 1\n" * 400_000}]}).encode(),
+     "more than 2,000,000 characters of code"),
+    ("s.ipynb", json.dumps({"cells": [{"cell_type": "code", "source": "x"}] * 2001}).encode(),
+     "more than 2000 code cells"),
+    ("s.py", b"x = 1\n# %%\n" * 2001, "more than 2000 code cells"),
+    # 1.5 MB of `{},` would be half a million dicts in the trusted process; refused before parsing
+    ("s.ipynb", b'{"cells": [], "metadata": [' + b"{}," * 500_001 + b"0]}", "more than 500,000 JSON objects"),
+    ("s.ipynb", b'{"cells": [], "metadata": [' + b"0," * 2_000_001 + b"0]}", "more than 2,000,000 JSON values"),
 ])
 def test_unreadable_submissions_get_a_one_line_reason(tmp_path, name, content, reason):
     path = tmp_path / name
@@ -49,3 +69,85 @@ def test_unreadable_submissions_get_a_one_line_reason(tmp_path, name, content, r
     with pytest.raises(UnreadableSubmission, match=reason) as info:
         read_cells(path)
     assert name in str(info.value) and "\n" not in str(info.value)
+
+
+def test_syntax_errors_are_left_to_the_child(tmp_path):
+    """The trusted side never compiles: a cell that is not Python reaches the sandbox, which reports it."""
+    path = tmp_path / "s.py"
+    path.write_text("def f(:\n")
+    assert read_cells(path) == ["def f(:\n"]
+
+
+@pytest.fixture
+def no_compile(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the trusted process compiled student code")
+
+    monkeypatch.setattr(builtins, "compile", refuse)
+
+
+def test_a_huge_python_file_is_refused_without_compiling_it(tmp_path, no_compile):
+    path = tmp_path / "s.py"
+    path.write_bytes(b"x = [" + b"1, " * (4 << 20) + b"]\n")  # 12 MB: compile() once took 4.7 GB on this
+    with pytest.raises(UnreadableSubmission, match="s.py holds more than 2,000,000 characters of code"):
+        read_cells(path)
+
+
+def test_code_the_parser_cannot_nest_is_read_without_compiling_it(tmp_path, no_compile):
+    deep = "x = " + "(" * 100_000 + "1" + ")" * 100_000
+    path = tmp_path / "s.py"
+    path.write_text(f"a = 1\n# %%\n{deep}\n")
+    assert [c.strip() for c in read_cells(path)] == ["a = 1", deep]
+
+
+def test_a_file_above_the_size_limit_is_not_read_whole(tmp_path, monkeypatch):
+    path = tmp_path / "s.ipynb"
+    path.write_bytes(b" " * (source_cells.MAX_SUBMISSION_BYTES + 10))
+    with pytest.raises(UnreadableSubmission, match="larger than 20 MB"):
+        read_cells(path)
+
+
+@pytest.mark.parametrize("make", [os.mkfifo, os.mkdir])
+def test_something_that_is_not_a_file_is_refused_without_blocking(tmp_path, make):
+    path = tmp_path / "s.py"
+    make(path)
+    with pytest.raises(UnreadableSubmission, match="s.py is not a regular file"):
+        read_cells(path)
+
+
+def test_file_names_in_reasons_are_printable_one_line_text(tmp_path):
+    raw_name = b"evil\xff\x1b[2J\nname.py"
+    path = tmp_path / os.fsdecode(raw_name)  # the byte 0xff arrives as the lone surrogate \udcff
+    path.write_bytes(b"")
+    with pytest.raises(UnreadableSubmission) as info:
+        read_cells(path)
+    message = str(info.value)
+    assert message == "evil\\xff\ufffd[2J name.py is empty"
+    message.encode("utf-8")
+
+
+def _notebook(sources):
+    return {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "source": source} for source in sources],
+            "metadata": {"kernelspec": {"name": "python3"}}, "nbformat": 4, "nbformat_minor": 5}
+
+
+PYTHON = "import torch\n\ndef f(x):\n    return x + 1\n# %%\ny = f(2)\n"
+NOTEBOOK_SOURCES = [["import torch\n", "\n", "def f(x):\n", "    return x + 1\n"], "y = f(2)\nprint(y)"]
+
+
+@pytest.mark.parametrize("name, plain, windows", [
+    ("s.py", PYTHON.encode(), b"\xef\xbb\xbf" + PYTHON.replace("\n", "\r\n").encode()),
+    ("s.py", PYTHON.encode(), PYTHON.replace("\n", "\r").encode()),  # classic Mac line ends
+    ("s.ipynb", json.dumps(_notebook(NOTEBOOK_SOURCES)).encode(),
+     b"\xef\xbb\xbf" + json.dumps(_notebook([[line.replace("\n", "\r\n") for line in NOTEBOOK_SOURCES[0]],
+                                           NOTEBOOK_SOURCES[1].replace("\n", "\r\n")]), indent=1).replace(
+         "\n", "\r\n").encode()),
+])
+def test_byte_order_marks_and_windows_line_ends_give_the_same_cells(tmp_path, name, plain, windows):
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "windows").mkdir()
+    (tmp_path / "plain" / name).write_bytes(plain)
+    (tmp_path / "windows" / name).write_bytes(windows)
+    cells = read_cells(tmp_path / "plain" / name)
+    assert len(cells) == 2 and cells == read_cells(tmp_path / "windows" / name)
+    assert not any("\r" in c or "\ufeff" in c for c in cells)

@@ -3,7 +3,7 @@ part in which it must lose points and, where the suite can recognise it from out
 the student must see.  See the package docstring for the format."""
 from __future__ import annotations
 
-from autograder.assignments.transformer_block.catalogue import Entry, M
+from assignments.transformer_block.catalogue import Entry, EveryPart, M, release_cells
 
 LN = "layer_norm"
 ATT = "attention"
@@ -34,6 +34,16 @@ _UPDATE = "update = torch.tanh(layer(h))"
 _RESIDUAL = "h = h + update if residual else update"
 _BACKWARD = "h.sum().backward()"
 _RETURN_NORM = "return x.grad.norm().item()"
+_TODO = "raise NotImplementedError()"
+# the bodies of every forward (and of the split_heads helper), for "constructors only"
+_FORWARDS = ("return layer_norm(x, self.weight, self.bias, self.eps)",
+             "batch, seq_len, _ = x.shape\n        " + _SPLIT,
+             "\n        ".join(("batch, seq_len, d_model = x.shape",
+                                "q, k, v = self.split_heads(self.Wq(x)), self.split_heads(self.Wk(x)), "
+                                "self.split_heads(self.Wv(x))", _MASK_LINE, _SDPA_CALL, _MERGE)),
+             "if self.norm_first:\n            " + _PRE_ATTN + "\n            " + _PRE_FFN + "\n        "
+             + _POST_ATTN + "\n        " + _POST_FFN)
+_FUNCTION_CELLS = ("layer_norm_function", "causal_mask_function", "attention_functions", "input_grad_norm_function")
 
 MISTAKES: list[Entry] = [
     # --- layer_norm ----------------------------------------------------------------------------------------
@@ -214,6 +224,16 @@ MISTAKES: list[Entry] = [
     Entry("grad-d_model-hard-coded", "16 hard-coded instead of d_model", GRAD,
           (M(_LAYERS + "    " + _X, _LAYERS.replace("d_model, d_model", "16, 16") + "    "
              + _X.replace("d_model", "16")),), hint="d_model = 16"),
+
+    # --- the whole submission: structure alone must earn nothing (rubric.toml's `structural` checks) ---------
+    Entry("constructors-only", "constructors register the right parameters; every function, forward and helper "
+          "still raises NotImplementedError as released", EveryPart(MHA),
+          tuple(M(body, _TODO) for body in _FORWARDS),
+          replace={gid: code for gid, code in release_cells().items() if gid in _FUNCTION_CELLS},
+          hint="structure alone earns no points"),
+    Entry("everything-raises", "the release notebook untouched: every function, constructor and forward raises "
+          "NotImplementedError", EveryPart(LN), replace=release_cells(), hint="NotImplementedError",
+          notebook=True),
 
     # --- notebooks -----------------------------------------------------------------------------------------
     Entry("nb-ln-unbiased-variance", "the release notebook with the unbiased variance", LN,

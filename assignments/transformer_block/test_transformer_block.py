@@ -23,6 +23,9 @@ Which input amplifies which bug:
   * odd sizes (d_model = 6, S = 5), one head, d_model heads, seq_len == d_model, batch 1.
   * the deep-stack loss is a random projection of the output (a plain sum after a LayerNorm would have zero
     gradient by construction).
+
+Structure checks judge the parameters (names and shapes) and loading the test's weights; extra buffers, such as
+a causal mask registered by the attention, are accepted (see test_multi_head_attention).
 """
 from __future__ import annotations
 
@@ -159,25 +162,25 @@ def _compare(module, x, state, h, d_ff, norm_first, causal, float_mask=False, pa
                    mistakes=_mistakes(x, state, h, d_ff, norm_first, causal))
 
 
-def test_block_state_dict_keys_and_shapes(student):
+def test_block_parameter_names_and_shapes(student):
     """TransformerBlock(d_model, num_heads, d_ff) has exactly the parameters attn.{Wq,Wk,Wv,Wo}.{weight,bias},
-    ln1.{weight,bias}, ln2.{weight,bias}, ffn.0.{weight,bias} and ffn.2.{weight,bias} with the right shapes, in
-    state_dict and named_parameters, for both norm orders."""
+    ln1.{weight,bias}, ln2.{weight,bias}, ffn.0.{weight,bias} and ffn.2.{weight,bias} with the right shapes
+    (named_parameters), for both norm orders.  Buffers, such as a causal mask registered by the attention, are
+    not parameters and are fine."""
     advice = ("Use self.attn = MultiHeadAttention(...), self.ln1, self.ln2 = LayerNorm(d_model) and self.ffn = "
               "nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model)).")
     for norm_first in (False, True):
         module = C.new(student, "TransformerBlock", 8, 2, 12, norm_first=norm_first)
-        C.expect_keys_and_shapes(module.state_dict(), _expected_shapes(8, 12), what=f"{module.label}.state_dict()",
-                                 advice=advice)
-        C.expect_keys_and_shapes(module.named_parameters(), _expected_shapes(8, 12),
-                                 what=f"{module.label}.named_parameters()", advice=advice)
+        C.expect_parameters(module.named_parameters(), _expected_shapes(8, 12),
+                            what=f"{module.label}.named_parameters()", advice=advice)
 
 
 def test_block_loads_random_state_dict(student):
-    """A random state_dict (with distinct ln1 and ln2 values) loads strictly into TransformerBlock and
-    state_dict() then returns exactly the loaded values (so ln1 and ln2 are separate modules)."""
+    """A random state_dict (with distinct ln1 and ln2 values) loads into TransformerBlock (extra buffers are
+    fine and keep their values); its parameters then hold exactly the loaded values (so ln1 and ln2 are
+    separate modules)."""
     module = C.new(student, "TransformerBlock", 6, 3, 10)
-    C.expect_round_trip(module, C.block_state("", 6, 10, seed=2000, dtype=F32))
+    module.load_weights(C.block_state("", 6, 10, seed=2000, dtype=F32))
 
 
 def test_block_output_shape_and_dtype(student):

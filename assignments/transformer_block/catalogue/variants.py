@@ -1,10 +1,10 @@
 """Correct-but-different submissions: each must get full marks.  Mostly whole solution cells written another
 legitimate way (see the package docstring for the format); the contract they respect is the one in the
-suites' and the notebook's docstrings (names, signatures, state_dict keys Wq/Wk/Wv/Wo, ln1/ln2, ffn.0/ffn.2,
-bool masks with True = may attend, a Python float from input_grad_norm)."""
+suites' and the notebook's docstrings (names, signatures, parameters Wq/Wk/Wv/Wo, ln1/ln2, ffn.0/ffn.2 with
+any buffers besides, bool masks with True = may attend, a Python float from input_grad_norm)."""
 from __future__ import annotations
 
-from autograder.assignments.transformer_block.catalogue import Entry
+from assignments.transformer_block.catalogue import Entry, M, Mutation
 
 LN_VAR_MEAN_RSQRT = '''
 def layer_norm(x, weight, bias, eps=1e-5):
@@ -319,6 +319,40 @@ demo = TransformerBlock(16, 4, 64, norm_first=True)
 print(demo(torch.randn(2, 5, 16), causal=True).shape)
 '''
 
+# The causal mask registered as a buffer in __init__, as well-known public code does; the contract fixes the
+# parameters only, so these must get full marks.  Each is sized by a constructor argument with a default (the
+# signature MultiHeadAttention(d_model, num_heads, bias=True) keeps working), 1024 positions by default as in
+# the originals (the suites use at most 12), and sliced to seq_len in forward.
+_MHA_INIT = "def __init__(self, d_model: int, num_heads: int, bias: bool = True) -> None:"
+_WO = "self.Wo = nn.Linear(d_model, d_model, bias=bias)"
+_MASK_AND_SDPA = ("mask = causal_mask(seq_len, device=x.device) if causal else None\n"
+                  "        heads = scaled_dot_product_attention(q, k, v, mask)")
+
+
+def _buffered_mask(size_arg: str, register: str, attend: str) -> tuple[Mutation, ...]:
+    return (M(_MHA_INIT, _MHA_INIT.replace(") -> None:", f", {size_arg}: int = 1024) -> None:")),
+            M(_WO, f"{_WO}\n        {register}"), M(_MASK_AND_SDPA, attend))
+
+
+MINGPT_BIAS_BUFFER = _buffered_mask(  # minGPT's CausalSelfAttention
+    "block_size", 'self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size))'
+                  '.view(1, 1, block_size, block_size))',
+    "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))\n"
+    "        if causal:\n"
+    '            att = att.masked_fill(self.bias[:, :, :seq_len, :seq_len] == 0, float("-inf"))\n'
+    "        heads = torch.softmax(att, dim=-1) @ v")
+LLMS_FROM_SCRATCH_MASK_BUFFER = _buffered_mask(  # "Build a Large Language Model (From Scratch)", chapter 3
+    "context_length", 'self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), '
+                      'diagonal=1))',
+    "attn_scores = q @ k.transpose(2, 3)\n"
+    "        if causal:\n"
+    "            attn_scores.masked_fill_(self.mask.bool()[:seq_len, :seq_len], -torch.inf)\n"
+    "        heads = torch.softmax(attn_scores / k.shape[-1] ** 0.5, dim=-1) @ v")
+NON_PERSISTENT_MASK_BUFFER = _buffered_mask(
+    "max_len", 'self.register_buffer("allowed", causal_mask(max_len), persistent=False)',
+    "mask = self.allowed[:seq_len, :seq_len] if causal else None\n"
+    "        heads = scaled_dot_product_attention(q, k, v, mask)")
+
 VARIANTS: list[Entry] = [
     Entry("var_mean-rsqrt-einsum", "var_mean + rsqrt layer norm; einsum attention with a -1e9 fill",
           replace={"layer_norm_function": LN_VAR_MEAN_RSQRT, "attention_functions": ATT_EINSUM}),
@@ -352,6 +386,12 @@ VARIANTS: list[Entry] = [
           replace={"layer_norm_function": FIRST_ATTEMPT_LAYER_NORM}, after=(LATER_FIX, HELPERS)),
     Entry("nb-reference", "the release notebook filled with the reference (visible checks and plots run)",
           notebook=True),
+    Entry("nb-mingpt-bias-buffer", "notebook: minGPT's causal mask, a persistent buffer named `bias` sliced in "
+          "forward, with its own masked_fill and softmax", mutations=MINGPT_BIAS_BUFFER, notebook=True),
+    Entry("llms-from-scratch-mask-buffer", "an upper-triangular persistent buffer named `mask`, masked_fill_ "
+          "with -inf, scaled after masking", mutations=LLMS_FROM_SCRATCH_MASK_BUFFER),
+    Entry("non-persistent-mask-buffer", "the bool causal mask built once as a non-persistent buffer, sliced in "
+          "forward", mutations=NON_PERSISTENT_MASK_BUFFER),
     Entry("nb-fused-qkv-einsum", "notebook: fused QKV and einsum attention",
           replace={"multi_head_attention_class": MHA_FUSED_QKV, "attention_functions": ATT_EINSUM},
           notebook=True),

@@ -19,7 +19,11 @@ Which input amplifies which bug:
     shapes.
   * causal = True in float64: the input Jacobian of output t is exactly 0 at positions j > t and perturbing
     them leaves output t bit-identical; every j <= t must matter.
-  * bias=False: the state_dict must not contain bias entries and the output must match torch with bias=False.
+  * bias=False: there must be no bias parameters and the output must match torch with bias=False.
+
+Structure checks judge what the contract fixes: the parameters (names and shapes) and that torch's weights load
+(non-strictly, then every parameter is verified).  Extra buffers, persistent or not (minGPT's registered
+`bias` mask, LLMs-from-scratch's `mask`), are accepted everywhere.
 """
 from __future__ import annotations
 
@@ -142,31 +146,34 @@ def _compare(module, x, state, num_heads, *, causal, bias=True, float_mask=False
 CONFIGS = [(8, 2, 2, 5), (6, 3, 1, 5), (8, 1, 2, 4), (6, 6, 2, 6), (12, 4, 2, 12)]
 
 
-def test_mha_state_dict_keys_and_shapes(student):
+def test_mha_parameter_names_and_shapes(student):
     """MultiHeadAttention(d_model, num_heads) registers four nn.Linear(d_model, d_model) layers named Wq, Wk,
-    Wv, Wo as parameters: state_dict and named_parameters hold exactly their weights and biases."""
+    Wv, Wo: its parameters (named_parameters, hence its state_dict keys for parameters) are exactly their
+    weights and biases.  Buffers, such as a registered causal mask, are not parameters and are fine."""
     module = C.new(student, "MultiHeadAttention", 8, 2)
-    advice = "Create self.Wq, self.Wk, self.Wv, self.Wo = nn.Linear(d_model, d_model, bias=bias)."
-    C.expect_keys_and_shapes(module.state_dict(), _expected_shapes(8), what="MultiHeadAttention(8, 2).state_dict()",
-                             advice=advice)
-    C.expect_keys_and_shapes(module.named_parameters(), _expected_shapes(8),
-                             what="MultiHeadAttention(8, 2).named_parameters()", advice=advice)
+    C.expect_parameters(module.named_parameters(), _expected_shapes(8), what=f"{module.label}.named_parameters()",
+                        advice="Create self.Wq, self.Wk, self.Wv, self.Wo = nn.Linear(d_model, d_model, bias=bias).")
 
 
 def test_mha_loads_random_state_dict(student):
-    """A random state_dict with the Wq/Wk/Wv/Wo weights and biases loads strictly into MultiHeadAttention
-    and state_dict() then returns exactly the loaded values."""
+    """A random state_dict with the Wq/Wk/Wv/Wo weights and biases loads into MultiHeadAttention (extra
+    buffers are fine and keep their values); its parameters are then exactly those names, holding the loaded
+    values."""
     module = C.new(student, "MultiHeadAttention", 6, 3)
-    C.expect_round_trip(module, C.mha_state("", 6, seed=300, dtype=F32))
+    module.load_weights(C.mha_state("", 6, seed=300, dtype=F32))
 
 
 def test_mha_bias_false(student):
     """MultiHeadAttention(d_model, num_heads, bias=False) has no bias parameters (only the four weights) and
     matches torch.nn.MultiheadAttention(bias=False) with the same weights."""
     module = C.new(student, "MultiHeadAttention", 8, 2, bias=False)
-    C.expect_keys_and_shapes(module.state_dict(), _expected_shapes(8, bias=False),
-                             what="MultiHeadAttention(8, 2, bias=False).state_dict()",
-                             advice="Pass bias=bias to every nn.Linear.")
+    params = module.named_parameters()
+    what = f"{module.label}.named_parameters()"
+    extra = set(params) - set(_expected_shapes(8, bias=False)) if isinstance(params, dict) else set()
+    if extra and extra <= {f"{name}.bias" for name in C.MHA_PROJECTIONS}:  # the cause is known: name it
+        C.fail(f"{what}: unexpected bias parameters {sorted(extra)} although bias=False was asked for. Pass "
+               f"bias=bias to every nn.Linear.")
+    C.expect_parameters(params, _expected_shapes(8, bias=False), what=what)
     state = C.mha_state("", 8, seed=320, dtype=F32, bias=False)
     module.load_weights(state)
     for causal in (False, True):

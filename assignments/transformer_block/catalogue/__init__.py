@@ -11,10 +11,12 @@ Every entry is a complete submission built from the reference solution cells of 
   redefinitions in later cells, global-RNG use).
 
 A mistake declares the part in which it must lose points; it may also cost the parts built on that part
-(`BUILT_ON`) and nothing else.  A variant must get full marks.  `hint` is a substring that the failure
-output of the mistake's own part must contain (found by the suites by comparing outputs, never by reading
-code).  Entries are written as `.py` files (cells separated by `# %%`) or, with `notebook=True`, as the
-release notebook with its solution cells filled in.
+(`BUILT_ON`) and nothing else, unless the part is declared `EveryPart(name)`: a submission broken as a whole
+(constructors only, or nothing implemented) must lose points in that part and may lose them in every part.
+A variant must get full marks.  `hint` is a substring that the failure output of the mistake's own part must
+contain (found by the suites by comparing outputs, never by reading code).  Entries are written as `.py`
+files (cells separated by `# %%`) or, with `notebook=True`, as the release notebook with its solution cells
+filled in.
 
 `python -m autograder check-suite` grades every entry through the real sandboxed grader.
 """
@@ -41,8 +43,16 @@ BUILT_ON: dict[str, frozenset[str]] = {
 }
 
 
+class EveryPart(str):
+    """The `part` of a mistake that breaks every part at once.  It is the part's own name (so the mistake must
+    lose points there, and is counted there, like any other), marked so that `may_cost` allows every part;
+    a subclass of str rather than a new Entry field so that everything reading `entry.part` keeps working."""
+
+
 def may_cost(part: str) -> frozenset[str]:
-    """The parts a bug in `part` may lose points in: its own and every part built on it."""
+    """The parts a bug in `part` may lose points in: its own and every part built on it (all, for EveryPart)."""
+    if isinstance(part, EveryPart):
+        return frozenset(BUILT_ON)
     return frozenset({part} | {other for other, bases in BUILT_ON.items() if part in bases})
 
 
@@ -108,6 +118,11 @@ def _release() -> dict[str, Any]:
     return json.loads(RELEASE_NOTEBOOK.read_text(encoding="utf-8"))
 
 
+def release_cells() -> dict[str, str]:
+    """grade_id -> code of each solution cell as released: the stubs that raise NotImplementedError."""
+    return {_nbgrader(c)["grade_id"]: _source(c) for c in _release()["cells"] if _nbgrader(c).get("solution")}
+
+
 def python_source(entry: Entry) -> str:
     """The entry as a .py submission: one `# %%` cell per notebook cell."""
     cells = [_imports(), *entry.before, *solution_cells(entry).values(), *entry.after]
@@ -147,8 +162,8 @@ def write(entry: Entry, folder: Path) -> Path:
 
 def entries() -> list[Entry]:
     """The whole catalogue: the reference itself, then the variants, then the mistakes."""
-    from autograder.assignments.transformer_block.catalogue.mistakes import MISTAKES
-    from autograder.assignments.transformer_block.catalogue.variants import VARIANTS
+    from assignments.transformer_block.catalogue.mistakes import MISTAKES
+    from assignments.transformer_block.catalogue.variants import VARIANTS
 
     everything = [REFERENCE, *VARIANTS, *MISTAKES]
     names = [e.name for e in everything]
