@@ -315,7 +315,8 @@ def determinism(assignment: str, reruns: int, *, workers: int = DEFAULT_WORKERS,
         seeds = sorted({c["PYTHONHASHSEED"] for c in conditions}, key=int)
         threads = sorted({c["OMP_NUM_THREADS"] for c in conditions})
         header = (f"determinism: {reruns} reruns through `python -m autograder grade` (PYTHONHASHSEED in "
-                  f"{', '.join(seeds)}; torch/OpenMP threads {' and '.join(threads)})")
+                  f"{', '.join(seeds)}; grader process started with OMP/MKL threads {' and '.join(threads)}, pinned "
+                  "to 1 while grading)")
         return same, [header, *lines]
     finally:
         if own_folder:

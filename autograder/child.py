@@ -168,6 +168,7 @@ class Server:
                 args = decoder.decode(request.get("args", {"k": "list", "v": []}))
                 kwargs = decoder.decode(request.get("kwargs", {"k": "dict", "v": {}}))
                 cotangents = decoder.decode(request.get("cotangents", {"k": "list", "v": []}))
+                self.recorder.take()  # what was seen outside a request (while the cells ran) belongs to none
                 with self.recorder:
                     value = self.handle(request, args, kwargs, cotangents)
                 reply["value"] = encoder.encode(value)
@@ -223,10 +224,13 @@ def main() -> None:
     if not may_run:
         sys.exit(3)
     import torch  # before the student's code, so the recorder holds the real classes
+    from autograder import forbidden
 
     torch.set_num_threads(1)
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     server = Server(sock, namespace, config)  # imports all the kit's code the child needs, before the student's
+    # calling one now fails the request on its own; the recorder's report only names it
+    forbidden.disable(config["forbidden_ops"], server.recorder.saw)
     sys.path.remove(config["root"])  # the kit's root is not importable by the submission (nor mounted)
     # torch seeds its global RNG randomly at start-up: a submission that draws from it must see the same
     # numbers on every run, or its grade would depend on the run

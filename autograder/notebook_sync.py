@@ -1,9 +1,14 @@
-"""Keep solutions/transformer_block.py generated from the source notebook's solution cells.
+"""Keep what is generated in sync: solutions/transformer_block.py from the source notebook's solution cells,
+and the source notebook's policy cell (what torch students may use) from the rubric.
 
 The source notebook is the single place the reference code is edited; the module is rendered from it:
 
     a fixed header docstring + the imports cell + every solution cell (solution-region marker lines removed,
     indentation kept), joined with blank lines.
+
+The rubric is the single place the off-limits policy is edited (it also decides what the sandbox disables);
+the markdown cell with grade_id `policy` is rendered from it.  After `write`, regenerate the release
+(`python -m autograder.release write`).
 
     python -m autograder.notebook_sync check   # exit 1 if solutions/transformer_block.py is stale
     python -m autograder.notebook_sync write   # regenerate it
@@ -20,6 +25,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SOURCE_NOTEBOOK = Path("source/transformer_block/transformer_block.ipynb")
 SOLUTIONS_MODULE = Path("solutions/transformer_block.py")
 IMPORTS_GRADE_ID = "imports"
+POLICY_GRADE_ID = "policy"
+ASSIGNMENT = "transformer_block"
 
 BEGIN_MARKER = "### BEGIN SOLUTION"
 END_MARKER = "### END SOLUTION"
@@ -79,12 +86,57 @@ def render_solutions_module(source_nb_path: str | Path) -> str:
     return SEPARATOR.join(parts) + "\n"
 
 
+def render_policy(rubric: Any) -> str:
+    """The notebook's policy cell, in the rubric's words."""
+    rows = [f"| {number} {part.title} | {', '.join(f'`{name}`' for name in part.off_limits)} |"
+            for number, part in enumerate(rubric.parts, start=1) if part.off_limits]
+    return "\n".join([
+        "### What you may use from torch",
+        "",
+        "Each part asks you to build something torch already has. Torch's own version is **off-limits in the whole",
+        "notebook**: when your notebook is graded, calling one raises `ForbiddenOperation`, so the check that called",
+        "it fails, and a part in which one was reached scores 0. The visible check cells compare your code with",
+        "some of them; that is fine, because check cells are not run when grading.",
+        "",
+        "| Part | Off-limits |",
+        "|---|---|",
+        *rows,
+        "",
+        "Fine to use anywhere: " + ", ".join(f"`{name}`" for name in rubric.fine) + ".",
+    ])
+
+
+def _policy_cell(notebook: dict[str, Any]) -> dict[str, Any]:
+    cells = [c for c in notebook["cells"] if _nbgrader(c).get("grade_id") == POLICY_GRADE_ID]
+    if len(cells) != 1:
+        raise ValueError(f"expected exactly one cell with grade_id {POLICY_GRADE_ID!r}, found {len(cells)}")
+    return cells[0]
+
+
+def sync_policy(notebook_path: Path, write: bool) -> bool:
+    """Whether the notebook's policy cell matches the rubric; with `write`, make it match."""
+    from autograder.rubric import load_rubric
+
+    notebook = json.loads(notebook_path.read_text(encoding="utf-8"))
+    cell, rendered = _policy_cell(notebook), render_policy(load_rubric(ASSIGNMENT))
+    if _source(cell) == rendered:
+        return True
+    if write:
+        cell["source"] = rendered.splitlines(keepends=True)
+        notebook_path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return write
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.notebook_sync", description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=["check", "write"])
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
     args = parser.parse_args(argv)
 
+    if not sync_policy(args.root / SOURCE_NOTEBOOK, args.command == "write"):
+        print(f"{SOURCE_NOTEBOOK}: its policy cell differs from the rubric's forbidden operations; "
+              f"run `python -m autograder.notebook_sync write`", file=sys.stderr)
+        return 1
     rendered = render_solutions_module(args.root / SOURCE_NOTEBOOK)
     module_path = args.root / SOLUTIONS_MODULE
     if args.command == "write":

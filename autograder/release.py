@@ -6,6 +6,11 @@
 nbgrader runs in a throwaway course directory holding a copy of the assignment's source and a minimal
 nbgrader_config.py, so neither the repository's own nbgrader configuration nor the user's ~/.jupyter can
 change the result.
+
+Before nbgrader runs, the source notebook is checked against the assignment's rubric: the autograder writes
+each part's verdict into the check cell whose grade_id is the part's name, so a check cell matching no part
+(or with other points) would otherwise only show up when students are graded.  Both commands then exit 1
+with one line per problem.
 """
 from __future__ import annotations
 
@@ -17,7 +22,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
+
+from autograder.rubric import Part, RubricError, load_rubric
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "transformer_block"
@@ -30,6 +37,10 @@ def _canonical_json(notebook: dict[str, Any]) -> str:
     return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+class SourceError(ValueError):
+    """The source notebook cannot be released as it is; the message is one line per problem."""
+
+
 def _require_cell_ids(source_notebook: Path) -> None:
     # nbformat invents random ids for cells that have none, which would make every release differ.
     # With ids in the source, nbgrader's output is byte-identical from run to run (it writes no
@@ -37,13 +48,45 @@ def _require_cell_ids(source_notebook: Path) -> None:
     cells = json.loads(source_notebook.read_text(encoding="utf-8"))["cells"]
     missing = [index for index, cell in enumerate(cells) if not cell.get("id")]
     if missing:
-        raise ValueError(f"{source_notebook}: cells {missing} have no id; give every cell a fixed id")
+        raise SourceError(f"{source_notebook}: cells {missing} have no id; give every cell a fixed id")
+
+
+def rubric_mismatches(notebook: dict[str, Any], parts: Iterable[Part], name: str) -> list[str]:
+    """One line per disagreement between the notebook's autograded test cells (nbgrader grade and not
+    solution) and the rubric's parts; [] when every part has exactly one such cell, whose grade_id is the
+    part's name and whose points are the part's.  `name` is the notebook file the messages name."""
+    points = {part.name: float(part.points) for part in parts}
+    problems, seen = [], set()
+    for cell in notebook["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not meta.get("grade") or meta.get("solution"):
+            continue
+        grade_id = meta.get("grade_id")
+        if grade_id not in points:
+            problems.append(f"{name}: grade_id {grade_id!r} matches no rubric part (parts: {', '.join(points)})")
+        elif grade_id in seen:
+            problems.append(f"{name}: grade_id {grade_id!r} has more than one autograded test cell")
+        elif meta.get("points") != points[grade_id]:
+            problems.append(f"{name}: grade_id {grade_id!r} has {meta.get('points')} points, "
+                            f"the rubric gives {points[grade_id]:g}")
+        seen.add(grade_id)
+    problems += [f"{name}: rubric part {part!r} has no autograded test cell (grade_id {part!r})"
+                 for part in points if part not in seen]
+    return problems
+
+
+def _require_rubric_match(source_notebook: Path) -> None:
+    notebook = json.loads(source_notebook.read_text(encoding="utf-8"))
+    problems = rubric_mismatches(notebook, load_rubric(ASSIGNMENT).parts, str(source_notebook))
+    if problems:
+        raise SourceError("\n".join(problems))
 
 
 def generate_release(repo_root: str | Path, out_dir: str | Path) -> Path:
     """Run nbgrader on repo_root/source/transformer_block and copy the release notebook into out_dir."""
     source_dir = Path(repo_root) / "source" / ASSIGNMENT
     _require_cell_ids(source_dir / NOTEBOOK_NAME)
+    _require_rubric_match(source_dir / NOTEBOOK_NAME)
     with tempfile.TemporaryDirectory(prefix="nbgrader-course-") as tmp:
         course = Path(tmp) / "course"
         shutil.copytree(source_dir, course / "source" / ASSIGNMENT)
@@ -79,15 +122,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     committed = args.root / RELEASE_NOTEBOOK
-    if args.command == "write":
-        generate_release(args.root, committed.parent)
-        return 0
-    with tempfile.TemporaryDirectory() as tmp:
-        fresh = generate_release(args.root, tmp)
-        if not committed.exists() or not notebooks_equal(fresh, committed):
-            print(f"{RELEASE_NOTEBOOK} is stale: it differs from what nbgrader generates from "
-                  f"source/{ASSIGNMENT}; run `python -m autograder.release write`", file=sys.stderr)
-            return 1
+    try:
+        if args.command == "write":
+            generate_release(args.root, committed.parent)
+            return 0
+        with tempfile.TemporaryDirectory() as tmp:
+            fresh = generate_release(args.root, tmp)
+            stale = not committed.exists() or not notebooks_equal(fresh, committed)
+    except (SourceError, RubricError) as exc:  # a problem in the source or rubric, not a crash: no traceback
+        print(exc, file=sys.stderr)
+        return 1
+    if stale:
+        print(f"{RELEASE_NOTEBOOK} is stale: it differs from what nbgrader generates from "
+              f"source/{ASSIGNMENT}; run `python -m autograder.release write`", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -35,6 +35,8 @@ class Part:
     suite: str         # suite file name, relative to the assignment's folder
     weights: dict[str, float] = field(default_factory=dict)
     structural: frozenset[str] = frozenset()  # test function names that judge structure, not behaviour
+    forbidden_ops: tuple[str, ...] = ()  # torch's own implementations of what this part asks students to build
+    off_limits: tuple[str, ...] = ()     # the same, as students call them (the notebook's policy table)
 
 
 STRUCTURE_ALONE = "structure alone earns no points: no behaviour check of this part passed"
@@ -45,7 +47,13 @@ class Rubric:
     assignment: str
     folder: Path
     parts: tuple[Part, ...]
-    forbidden_ops: tuple[str, ...]
+    fine: tuple[str, ...] = ()  # torch functions students may use anywhere (the notebook's policy table)
+
+    @property
+    def forbidden_ops(self) -> tuple[str, ...]:
+        """Every part's forbidden operations: all are disabled in the child, whichever part calls them (the
+        multi-head attention part may not use torch's attention either)."""
+        return tuple(dict.fromkeys(op for p in self.parts for op in p.forbidden_ops))
 
     @property
     def max_score(self) -> float:
@@ -74,8 +82,9 @@ def load_rubric(assignment: str) -> Rubric:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
         parts = tuple(Part(p["name"], p.get("title", p["name"]), float(p["points"]), p["suite"],
                            {k: float(v) for k, v in p.get("weights", {}).items()},
-                           frozenset(_names(p.get("structural", [])))) for p in data["parts"])
-        rubric = Rubric(data.get("assignment", assignment), folder, parts, tuple(data.get("forbidden_ops", ())))
+                           frozenset(_names(p.get("structural", []))), tuple(_names(p.get("forbidden_ops", []))),
+                           tuple(_names(p.get("off_limits", [])))) for p in data["parts"])
+        rubric = Rubric(data.get("assignment", assignment), folder, parts, tuple(_names(data.get("fine", []))))
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
         raise RubricError(f"{path}: {type(exc).__name__}: {exc}") from None
     for part in parts:
@@ -92,7 +101,7 @@ def load_rubric(assignment: str) -> Rubric:
 
 def _names(value: object) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
-        raise TypeError("structural must be a list of test function names")
+        raise TypeError("structural, forbidden_ops, off_limits and fine must be lists of names")
     return value
 
 

@@ -117,7 +117,7 @@ def test_torchs_own_implementation_scores_its_part_zero(tmp_path):
     assert scores["layer_norm"] == 0 and scores["attention"] == 0
     assert scores["gradient_experiment"] == 10  # untouched by either
     parts = results["extra_data"]["parts"]
-    assert "native_layer_norm" in parts["layer_norm"]["forbidden_ops"]
+    assert parts["layer_norm"]["forbidden_ops"] == ["layer_norm"]  # refused before its aten kernel ran
     assert "_scaled_dot_product_flash_attention_for_cpu" in parts["attention"]["forbidden_ops"]
     assert "torch's own implementation" in results["output"]
 
@@ -190,3 +190,20 @@ def test_a_signal_while_judging_leaves_no_results_file(tmp_path, signum):
     [line] = stderr.strip().splitlines()
     assert line.startswith(f"python -m autograder: stopped by {signal.Signals(signum).name} while judging ")
     assert "no grade written" in line
+
+
+# --- a slow part spends its own time ----------------------------------------------------------------------
+
+def test_a_slow_part_costs_only_itself(tmp_path):
+    """Every layer_norm call takes over a second (under the request timeout): its part, and the parts that
+    call it, run out of their share of the time; the checks decided before that keep their verdicts, and
+    the parts that never call it keep full marks."""
+    slow = (SLOW_LAYER_NORM[0], SLOW_LAYER_NORM[1].replace("sleep(3)", "sleep(1.2)"))
+    path = write_notebook(student_notebook([slow]), tmp_path / "slow.ipynb")
+    results, seconds, _ = grade(path, tmp_path, "--timeout", "60", "--request-timeout", "3")
+    scores, maxima = part_scores(results), full_marks(results)
+    for untouched in ("attention", "multi_head_attention", "gradient_experiment"):
+        assert scores[untouched] == maxima[untouched], results["output"]
+    assert 0 < scores["layer_norm"] < maxima["layer_norm"]  # the checks decided in time keep their verdicts
+    assert any("ran out of time" in t["output"] for t in results["tests"] if t["name"].startswith("layer_norm"))
+    assert seconds < 60 + 30

@@ -8,6 +8,7 @@ import zipfile
 import pytest
 
 from autograder.demo import ASSIGNMENT, Course
+from autograder.rubric import load_rubric
 from autograder.samples import UNBIASED_VARIANCE, student_notebook, write_notebook
 from conftest import run_cli
 
@@ -66,5 +67,10 @@ def test_test_cells_carry_nbgraders_partial_credit(graded_course):
     assert 0 < float("".join(outputs["layer_norm"][0]["data"]["text/plain"])) < 20
     assert [o["output_type"] for o in outputs["gradient_experiment"]] == ["stream"]  # full marks
     carol = json.loads((course.root / "autograded" / "carol" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
-    assert all(c["outputs"][0]["output_type"] == "error" for c in carol["cells"]
-               if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code")
+    checks = [(c["metadata"]["nbgrader"]["grade_id"], c["outputs"]) for c in carol["cells"]
+              if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code"]
+    # exactly one autograded check cell per rubric part, or the loop below could pass over no cells at all
+    grade_ids = sorted(grade_id for grade_id, _ in checks)
+    assert len(checks) == 5 and grade_ids == sorted(p.name for p in load_rubric(ASSIGNMENT).parts), grade_ids
+    for grade_id, outputs in checks:
+        assert outputs and outputs[0]["output_type"] == "error", (grade_id, outputs)

@@ -119,6 +119,21 @@ def test_sync_check_detects_drift(tmp_path: Path) -> None:
     assert notebook_sync.main(["check", *root]) == 1
 
 
+def test_policy_cell_is_the_rubrics_policy(tmp_path: Path) -> None:
+    """The notebook tells students what the rubric disables, in the rubric's words; a drift is caught."""
+    from autograder.rubric import load_rubric
+
+    rubric = load_rubric(notebook_sync.ASSIGNMENT)
+    policy = notebook_sync._source(notebook_sync._policy_cell(json.loads(SOURCE.read_text(encoding="utf-8"))))
+    assert policy == notebook_sync.render_policy(rubric)
+    for part in rubric.parts:
+        assert all(f"`{name}`" in policy for name in part.off_limits)
+    copy = tmp_path / "n.ipynb"
+    copy.write_text(SOURCE.read_text(encoding="utf-8").replace("torch.nn.LayerNorm`", "torch.nn.Linear`", 1))
+    assert not notebook_sync.sync_policy(copy, write=False)
+    assert notebook_sync.sync_policy(copy, write=True) and notebook_sync.sync_policy(copy, write=False)
+
+
 def test_marker_stripping_keeps_indentation() -> None:
     cell = "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION"
     assert notebook_sync.strip_solution_markers(cell) == "def f():\n    return 1"

@@ -326,3 +326,25 @@ def test_no_isolation_refused_with_one_line_unless_allowed(samples, tmp_path):
     assert results["score"] == 100
     assert any(n.startswith("graded WITHOUT isolation") for n in results["extra_data"]["notices"])
     assert "graded WITHOUT isolation" in results["output"]
+
+
+def test_a_leftover_holding_the_output_pipe_never_blocks_the_judge():
+    """Without isolation (allowed explicitly) a daemon can outlive the child and keep its output pipe open;
+    closing the sandbox must not wait for it (it once hung the grader for 250 s)."""
+    import signal
+    import subprocess
+
+    token = f"pipe-holder-{os.getpid()}-{time.monotonic_ns()}"
+    cell = ("import subprocess, sys\n"
+            f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', {token!r}], start_new_session=True)")
+    submission = RemoteSubmission([cell], Limits(isolate=False), [])
+    try:
+        assert submission.report.loaded
+        started = time.monotonic()
+        submission.close()
+        assert time.monotonic() - started < 5
+    finally:
+        found = subprocess.run(["pgrep", "-f", token], capture_output=True, text=True).stdout.split()
+        for pid in found:
+            os.kill(int(pid), signal.SIGKILL)
+    assert found, "the daemon should have outlived the unisolated child (else this test shows nothing)"

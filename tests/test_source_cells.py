@@ -151,3 +151,16 @@ def test_byte_order_marks_and_windows_line_ends_give_the_same_cells(tmp_path, na
     cells = read_cells(tmp_path / "plain" / name)
     assert len(cells) == 2 and cells == read_cells(tmp_path / "windows" / name)
     assert not any("\r" in c or "\ufeff" in c for c in cells)
+
+
+def test_check_cells_are_not_run_but_keep_their_numbers(tmp_path):
+    from autograder.source_cells import CHECK_CELL_STANDIN
+
+    def cell(source, **nbgrader):
+        return {"cell_type": "code", "metadata": {"nbgrader": nbgrader} if nbgrader else {}, "source": source}
+
+    notebook = {"cells": [cell("x = 1"), cell("assert torch.nn.functional.layer_norm", grade=True, solution=False),
+                          cell("y = 2", grade=False, solution=True), cell("z = 3")]}
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps(notebook))
+    assert read_cells(path) == ["x = 1", CHECK_CELL_STANDIN, "y = 2", "z = 3"]
