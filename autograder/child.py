@@ -207,7 +207,7 @@ def _isolate(config: dict[str, Any]) -> tuple[bool, list[str]]:
     try:
         engine = os.path.dirname(os.path.abspath(isolation.__file__))
         notices += isolation.enter(config["workdir"], {"RLIMIT_NPROC": config["processes"]}, engine)
-    except (isolation.IsolationError, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure here means "not isolated", never "run anyway"
         return False, notices + [f"the sandbox could not be set up ({exc}); the submission was not run"]
     os.environ.update(HOME=isolation.HOME, TMPDIR="/tmp", MPLCONFIGDIR=f"{isolation.HOME}/.matplotlib")
     return True, notices

@@ -58,3 +58,37 @@ def samples(tmp_path_factory) -> Path:
     write_notebook(student_notebook(), folder / "correct.ipynb")
     write_notebook(student_notebook(solved=False), folder / "untouched.ipynb")
     return folder
+
+
+def grade_class_both_ways(folder: Path, out: Path, course_root: Path, through_nbgrader: list[str],
+                          flags: list[str] = (), nbgrader_flags: list[str] = ()
+                          ) -> tuple[subprocess.CompletedProcess, dict[str, float]]:
+    """Grades the notebooks in `folder` with `grade-all --jobs 2` while nbgrader autogrades the students in
+    `through_nbgrader` (submitted from the same files) in a course of its own; returns the CLI's finished
+    process and nbgrader's score per student.  Most hostile submissions spend their time waiting out a
+    limit, so the two run side by side."""
+    import csv
+    from concurrent.futures import ThreadPoolExecutor
+
+    from autograder.demo import ASSIGNMENT, Course
+
+    course = Course(course_root)
+    course.create()
+    course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
+    for student in through_nbgrader:
+        target = course.root / "submitted" / student / ASSIGNMENT
+        target.mkdir(parents=True)
+        (target / f"{ASSIGNMENT}.ipynb").write_bytes((folder / f"{student}.ipynb").read_bytes())
+        course.nbgrader("db", "student", "add", student)
+
+    def nbgrader_scores() -> dict[str, float]:
+        course.nbgrader("autograde", ASSIGNMENT, *nbgrader_flags)
+        grades = course.root / "grades.csv"
+        course.nbgrader("export", "--to", str(grades))
+        with grades.open(newline="") as handle:
+            return {r["student_id"]: float(r["score"]) for r in csv.DictReader(handle)}
+
+    with ThreadPoolExecutor(1) as background:
+        scores = background.submit(nbgrader_scores)
+        done = run_cli("grade-all", folder, "-o", out, "--jobs", "2", *flags, timeout=1800)
+        return done, scores.result()

@@ -9,16 +9,13 @@ keep full marks.  Correct variants (the catalogue) keep every point: tests/test_
 """
 from __future__ import annotations
 
-import csv
 import json
 import textwrap
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from autograder.demo import ASSIGNMENT, Course
 from autograder.samples import student_notebook, write_notebook
-from conftest import part_scores, run_cli
+from conftest import grade_class_both_ways, part_scores
 
 pytestmark = pytest.mark.xdist_group("forbidden")
 
@@ -107,25 +104,7 @@ def graded(tmp_path_factory):
     folder, out = root / "class", root / "out"
     for student in ATTACKS:
         write_notebook(attack_notebook(student), folder / f"{student}.ipynb")
-    course = Course(root / "course")
-    course.create()
-    course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
-    for student in THROUGH_NBGRADER:
-        target = course.root / "submitted" / student / ASSIGNMENT
-        target.mkdir(parents=True)
-        (target / f"{ASSIGNMENT}.ipynb").write_bytes((folder / f"{student}.ipynb").read_bytes())
-        course.nbgrader("db", "student", "add", student)
-
-    def through_nbgrader() -> dict[str, float]:
-        course.nbgrader("autograde", ASSIGNMENT)
-        course.nbgrader("export", "--to", str(root / "grades.csv"))
-        with (root / "grades.csv").open(newline="") as handle:
-            return {r["student_id"]: float(r["score"]) for r in csv.DictReader(handle)}
-
-    with ThreadPoolExecutor(1) as background:
-        nbgrader = background.submit(through_nbgrader)
-        done = run_cli("grade-all", folder, "-o", out, "--jobs", "2", timeout=1800)
-        nbgrader_scores = nbgrader.result()
+    done, nbgrader_scores = grade_class_both_ways(folder, out, root / "course", THROUGH_NBGRADER)
     assert done.returncode == 0, done.stderr[-3000:]
     return {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}, nbgrader_scores
 

@@ -11,16 +11,14 @@ import json
 import os
 import re
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 
-from autograder.demo import ASSIGNMENT, Course
 from autograder.sandbox import ROOT
 from autograder.samples import student_notebook, write_notebook
-from conftest import full_marks, part_scores, processes_mentioning, run_cli
+from conftest import full_marks, grade_class_both_ways, part_scores, processes_mentioning, run_cli
 
 pytestmark = pytest.mark.xdist_group("hostile")  # one class, graded once, on one worker
 
@@ -191,14 +189,6 @@ NBGRADER_LIMITS = [f"--SandboxedGrading.timeout={LIMIT}", f"--SandboxedGrading.c
                    f"--SandboxedGrading.request_timeout={CELL_SECONDS}", "--SandboxedGrading.memory_mb=1536"]
 
 
-def nbgrader_scores(course: Course) -> dict[str, float]:
-    course.nbgrader("autograde", ASSIGNMENT, *NBGRADER_LIMITS)
-    grades = course.root / "grades.csv"
-    course.nbgrader("export", "--to", str(grades))
-    with grades.open(newline="") as handle:
-        return {r["student_id"]: float(r["score"]) for r in csv.DictReader(handle)}
-
-
 class Graded(NamedTuple):
     root: Path
     results: dict[str, dict]          # student -> results.json from the CLI
@@ -222,20 +212,7 @@ def graded(tmp_path_factory):
         (folder / name).write_text(text)
     (folder / "bom-crlf.py").write_bytes(b"\xef\xbb\xbf" + SOLUTION.read_bytes().replace(b"\n", b"\r\n"))
     (folder / os.fsdecode(b"caf\xe9.ipynb")).write_bytes((folder / "alice.ipynb").read_bytes())
-    course = Course(root / "course")
-    course.create()
-    course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
-    for student in THROUGH_NBGRADER:
-        target = course.root / "submitted" / student / ASSIGNMENT
-        target.mkdir(parents=True)
-        (target / f"{ASSIGNMENT}.ipynb").write_bytes((folder / f"{student}.ipynb").read_bytes())
-        course.nbgrader("db", "student", "add", student)
-    # most of these spend their time waiting out a limit: the CLI grades several side by side, while
-    # nbgrader grades its share in its own process
-    with ThreadPoolExecutor(1) as background:
-        through_nbgrader = background.submit(nbgrader_scores, course)
-        done = run_cli("grade-all", folder, "-o", out, "--jobs", "2", *FLAGS, timeout=1800)
-        scores = through_nbgrader.result()
+    done, scores = grade_class_both_ways(folder, out, root / "course", THROUGH_NBGRADER, FLAGS, NBGRADER_LIMITS)
     assert done.returncode == 0, done.stderr[-3000:]
     seconds = {m[1]: float(m[2]) for m in re.finditer(r"^(\S+): .* \(([\d.]+) s\)$", done.stderr, re.M)}
     results = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}

@@ -262,7 +262,7 @@ def test_block_causal_has_no_future_dependence(student):
     C.check_causal_perturbation(stack, [x], seed=2740,
                                 what=f"two stacked causal blocks ({block_a.label} then {block_b.label}, float64)")
     C.check_depends_on_future(lambda xs: stack(xs, causal=False), [x], seed=2750,
-                              what=f"two stacked blocks with causal=False (float64)")
+                              what="two stacked blocks with causal=False (float64)")
 
 
 def test_block_deep_pre_norm_stack_input_gradient(student):
