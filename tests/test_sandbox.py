@@ -347,3 +347,26 @@ def test_a_leftover_holding_the_output_pipe_never_blocks_the_judge():
         for pid in found:
             os.kill(int(pid), signal.SIGKILL)
     assert found, "the daemon should have outlived the unisolated child (else this test shows nothing)"
+
+
+def test_every_mechanism_holds_for_an_ordinary_users_grader():
+    """The probe, run by a grader that is not root: its own user namespace stands in for a uid of its own."""
+    import json
+    import subprocess
+    import sys
+
+    prefix, _ = _ordinary_user()
+    script = ("import json, sys\nfrom autograder.remote import RemoteSubmission\nfrom autograder.sandbox import Limits\n"
+              "s = RemoteSubmission([sys.argv[1]], Limits(), [])\n"
+              "print(json.dumps([s.call('probe'), s.report.notices]))\ns.close()")
+    done = subprocess.run([*prefix, sys.executable, "-c", script, PROBE], cwd=tempfile.gettempdir(),
+                          capture_output=True, text=True, timeout=120,
+                          env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    found, notices = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["uid"] == 65534 and found["pid"] == 1 and max(found["processes"]) < 10
+    assert found["capabilities"].strip("0") == "" and found["no_new_privs"] == "1"
+    assert not found["checkout"] and not found["read_solutions"] and not found["import_solutions"]
+    assert not found["network"] and not any(v for k, v in found.items() if k.startswith("wrote "))
+    assert found["cwd"] == "/home/student" and found["cells_files"] == []
+    assert all("cgroup" in n for n in notices), notices  # the one mechanism an ordinary user may lack
