@@ -202,8 +202,10 @@ def _isolate(config: dict[str, Any]) -> tuple[bool, list[str]]:
     notices = [f"{name} could not be set to {wanted}" for name, wanted in config["rlimits"].items()
                if resource.getrlimit(getattr(resource, name)) != (wanted, wanted)]
     if not config["isolate"]:
-        return True, notices + ["graded WITHOUT isolation (allowed by the grader): the submission could read "
-                                "and change whatever the grader's user can"]  # results.UNISOLATED
+        from autograder.protocol import UNISOLATED
+
+        return True, notices + [f"{UNISOLATED} (allowed by the grader): the submission could read and change "
+                                "whatever the grader's user can"]
     try:
         engine = os.path.dirname(os.path.abspath(isolation.__file__))
         notices += isolation.enter(config["workdir"], {"RLIMIT_NPROC": config["processes"]}, engine)

@@ -2,7 +2,9 @@
 first line runs.
 
 For every operation the rubric names:
-- each aten kernel of that name, on every dispatch key that has one (CPU, the composite keys, autograd), is
+- each aten kernel of that name, on every dispatch key that has one (CPU, the composite keys, autograd,
+  nested tensors, functorch, autocast: asked of the dispatcher, not listed here; only Meta, which computes
+  shapes and no values, is left), is
   overridden by one that raises.  This holds in every thread and under every mode, and no Python-level state
   the student can change undoes it: the registration lives in the dispatcher, and the library handle that
   could remove it is kept alive by a reference count no Python object holds (it is not even in the garbage
@@ -23,8 +25,6 @@ import sys
 import warnings
 from typing import Any, Callable, Iterable
 
-DISPATCH_KEYS = ("CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
-                 "CompositeExplicitAutogradNonFunctional", "Autograd", "AutogradCPU")
 PYTHON_HOMES = ("torch.nn.functional", "torch._refs", "torch._refs.nn.functional", "torch._decomp.decompositions")
 
 
@@ -48,6 +48,19 @@ def refusal(name: str) -> Any:
     return refuse
 
 
+def _kernel_keys(operator: str) -> list[str]:
+    import torch
+
+    keys = []
+    for key in torch._C.DispatchKey.__members__:
+        try:
+            if key != "Meta" and torch._C._dispatch_has_kernel_for_dispatch_key(operator, key):
+                keys.append(key)
+        except RuntimeError:  # range markers such as StartOfDenseBackends are not keys
+            pass
+    return keys
+
+
 def _disable_kernels(names: Iterable[str]) -> list[str]:
     import torch
 
@@ -58,10 +71,9 @@ def _disable_kernels(names: Iterable[str]) -> list[str]:
         for name in names:
             if not hasattr(torch.ops.aten, name):
                 continue  # a Python-only name, such as multi_head_attention_forward
-            for key in DISPATCH_KEYS:
-                if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", key):
-                    library.impl(name, key, refusal(name), False)
-                    disabled.append(f"aten::{name}/{key}")
+            for key in _kernel_keys(f"aten::{name}"):
+                library.impl(name, key, refusal(name), False)
+                disabled.append(f"aten::{name}/{key}")
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(library))  # dropping the last reference would deregister
     return disabled
 

@@ -63,11 +63,6 @@ def as_text(name: str) -> str:
     return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
-def part_names(rubric: Rubric) -> dict[str, str]:
-    """Suite file stem -> the rubric part it checks, as `Rubric.part_of` maps them."""
-    return {Path(p.suite).stem: p.name for p in rubric.parts}
-
-
 def grade_file(path: Path, rubric: Rubric, limits: Limits) -> GradeResult:
     """Raises JudgingInterrupted when grading stopped before every check had an outcome: no grade exists."""
     try:
@@ -87,12 +82,12 @@ def _grade_file(path: Path, rubric: Rubric, limits: Limits) -> GradeResult:
     except UnreadableSubmission as exc:
         result.unreadable = as_text(str(exc))
         result.parts = score(rubric, run_suite(rubric.suite_files(), Unjudgeable(result.unreadable),
-                                               part_names(rubric)))
+                                               rubric.part_names))
         result.seconds = time.monotonic() - started
         return result
     submission = RemoteSubmission(cells, limits, rubric.forbidden_ops)
     try:
-        result.parts = score(rubric, run_suite(rubric.suite_files(), submission, part_names(rubric)))
+        result.parts = score(rubric, run_suite(rubric.suite_files(), submission, rubric.part_names))
     finally:
         result.printed = submission.printed()
         submission.close()

@@ -39,6 +39,10 @@ DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "
           "int32": np.int32, "uint8": np.uint8, "bool": np.bool_}
 
 
+# the notice every result graded without isolation carries: written by the child, read by the reports
+UNISOLATED = "graded WITHOUT isolation"
+
+
 class ProtocolError(Exception):
     """A message that breaks the format: too big, truncated, wrong types, unknown tags."""
 

@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from autograder.grading import GradeResult
-from autograder.protocol import clean_text
+from autograder.protocol import UNISOLATED, clean_text
 
 FORMAT_VERSION = 1
 MAX_OUTPUT_CHARS = 4000
 MAX_LINE_CHARS = 500
-UNISOLATED = "graded WITHOUT isolation"  # the notice every such result carries (autograder.child)
 
 
 def _round(value: float) -> float:

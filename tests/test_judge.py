@@ -10,7 +10,7 @@ import pytest
 from nbgrader.utils import determine_grade
 
 from autograder import judge
-from autograder.grading import GradeResult, Unjudgeable, part_names
+from autograder.grading import GradeResult, Unjudgeable
 from autograder.judge import NOT_RUN, JudgingInterrupted, Terminated, run_suite
 from autograder.nbgrader_plugin import write_verdicts
 from autograder.rubric import Part, PartScore, load_rubric
@@ -94,7 +94,7 @@ def test_parts_are_named_as_the_rubric_names_them():
     rubric = load_rubric("transformer_block")
     student = Recorder()
     student.call = Unjudgeable("broken").call  # every check fails at once
-    run_suite(rubric.suite_files(), student, part_names(rubric))
+    run_suite(rubric.suite_files(), student, rubric.part_names)
     assert student.log == [("begin", p.name, len(rubric.parts) - i) for i, p in enumerate(rubric.parts)]
     assert ("begin", "layer_norm", len(rubric.parts)) in student.log
 
