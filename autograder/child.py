@@ -1,11 +1,11 @@
 """The untrusted side: runs a submission's code cells, then answers the judge's requests.
 
-Started by autograder.sandbox as `python -I -c ...` with one JSON argument; the cells arrive as the first
-message on the socket.  Everything here runs in a process the student's code controls once its first cell
-has run, so nothing this process says after that is believed: the judge re-checks every reply.  What this
-module guarantees is only what it does *before* the first student line runs: the isolation
-(autograder.isolation), reported in the "isolated" message, and the recorder that notices torch's own
-implementations of graded operations.
+Forked from the warm zygote (autograder.zygote), which has already imported torch and this module; the cells
+arrive as the first message on the child's socket.  Everything here runs in a process the student's code
+controls once its first cell has run, so nothing this process says after that is believed: the judge
+re-checks every reply.  What this module guarantees is only what it does *before* the first student line
+runs: the isolation (autograder.isolation), reported in the "isolated" message, the disabled torch
+implementations (autograder.forbidden) and the recorder that notices them.
 """
 from __future__ import annotations
 
@@ -215,9 +215,45 @@ def _isolate(config: dict[str, Any]) -> tuple[bool, list[str]]:
     return True, notices
 
 
-def main() -> None:
-    config = json.loads(sys.argv[1])
-    sock = socket.socket(fileno=config["sock_fd"])
+def prepare() -> None:
+    """Runs once, in the zygote: torch and every module a child needs, imported before any child exists.  The
+    first use of autograd and of the recorder's modes imports parts of torch lazily (torch._dynamo among
+    them): done here too, so that no request's timer ever interrupts an import half-way."""
+    import torch
+    from autograder import forbidden, isolation, protocol, submission  # noqa: F401 - imported for the children
+    from autograder.op_recorder import OpRecorder
+
+    torch.set_num_threads(1)
+    with OpRecorder(frozenset()):
+        leaf = torch.ones(2, requires_grad=True)
+        torch.softmax(leaf * 2, dim=-1).sum().backward()
+
+
+def start_forked(config: dict[str, Any], fds: list[int]) -> None:
+    """Runs in a child just forked from the zygote: make it a process of its own (session, output, no
+    descriptor but its socket, resource limits, working directory), then run the submission."""
+    from autograder.zygote import parent_death_signal
+
+    sock_fd, output_fd = fds
+    os.setsid()
+    parent_death_signal()
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(output_fd, 1)
+    os.dup2(output_fd, 2)
+    # the zygote's control socket and whatever else it holds: nothing of it stays open here
+    os.closerange(3, sock_fd)
+    os.closerange(sock_fd + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    for name, value in config["rlimits"].items():
+        try:
+            resource.setrlimit(getattr(resource, name), (value, value))
+        except (ValueError, OSError):
+            pass  # checked, and reported as a notice, by _isolate
+    os.chdir(config["workdir"])
+    os.environ["HOME"] = config["workdir"]
+    run(config, socket.socket(fileno=sock_fd))
+
+
+def run(config: dict[str, Any], sock: socket.socket) -> None:
     from autograder import protocol
 
     cells = _receive_cells(sock)
@@ -228,14 +264,14 @@ def main() -> None:
     import torch  # before the student's code, so the recorder holds the real classes
     from autograder import forbidden
 
-    torch.set_num_threads(1)
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     server = Server(sock, namespace, config)  # imports all the kit's code the child needs, before the student's
     # calling one now fails the request on its own; the recorder's report only names it
     forbidden.disable(config["forbidden_ops"], server.recorder.saw)
-    sys.path.remove(config["root"])  # the kit's root is not importable by the submission (nor mounted)
-    # torch seeds its global RNG randomly at start-up: a submission that draws from it must see the same
-    # numbers on every run, or its grade would depend on the run
+    if config["root"] in sys.path:
+        sys.path.remove(config["root"])  # the kit's root is not importable by the submission (nor mounted)
+    # a submission that draws from the global RNGs must see the same numbers on every run, or its grade would
+    # depend on the run
     import random
 
     random.seed(0)
@@ -248,6 +284,3 @@ def main() -> None:
 
 
 MAX_NAMES = 1000
-
-if __name__ == "__main__":
-    main()

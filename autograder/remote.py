@@ -14,7 +14,8 @@ from typing import Any, Sequence
 import torch
 
 from autograder import protocol
-from autograder.sandbox import Limits, Sandbox
+from autograder.judge import JudgingInterrupted
+from autograder.sandbox import Limits, Sandbox, ZygoteFailed
 from autograder.submission import (ModuleHandle, ModuleInfo, Opaque, StudentError, Submission,
                                    SubmissionBroken)
 
@@ -128,7 +129,10 @@ class RemoteSubmission(Submission):
             first = self.load_deadline - time.monotonic()
             load_seconds = first if self.generation == 0 else self.limits.timeout * LOAD_SHARE
             load_seconds = max(min(load_seconds, self.remaining()), 0)
-            self.sandbox = Sandbox(self.cells, self.limits, self.forbidden_ops, self.skipped_cells, load_seconds)
+            try:
+                self.sandbox = Sandbox(self.cells, self.limits, self.forbidden_ops, self.skipped_cells, load_seconds)
+            except ZygoteFailed as exc:  # the grader's own failure: no grade, rather than a grade of 0
+                raise JudgingInterrupted(f"could not start a sandbox ({exc})") from exc
             self.generation += 1
             running, header = self._wait_until_loaded(time.monotonic() + load_seconds + LOAD_GRACE_SECONDS)
             if header is not None:

@@ -1,9 +1,9 @@
 """Starting, watching and killing the child process that runs a submission.
 
-One `Sandbox` is one child: its own session and process group, a cgroup of its own where the machine offers
-cgroup v2 (killed as a whole with `cgroup.kill`), resource limits set before exec, output drained into a
-capped buffer, and a socket for requests.  The cells reach the child over that socket, never through a
-file.  The kernel isolation (namespaces, its own root file system and identity) is set up by the child
+One `Sandbox` is one child, forked from a warm zygote (autograder.zygote) that has already imported torch: its
+own session and process group, a cgroup of its own where the machine offers cgroup v2 (killed as a whole
+with `cgroup.kill`), resource limits, output drained into a capped buffer, and a socket for requests.  The
+cells reach the child over that socket, never through a file.  The kernel isolation (namespaces, its own root file system and identity) is set up by the child
 itself before the student's first line (autograder.isolation); anything the OS refuses comes back as a
 notice, or stops the submission when isolation is required.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import resource
 import shutil
 import signal
 import socket
@@ -47,8 +46,8 @@ class Limits:
 
 
 def rlimits(limits: Limits) -> dict[str, int]:
-    """Set before exec.  RLIMIT_NPROC is not among them: it is set by the child once it has its own
-    identity, so that it counts this sandbox's processes alone."""
+    """Set by the child right after the fork, before its cells arrive.  RLIMIT_NPROC is not among them: it is
+    set once the child has its own identity, so that it counts this sandbox's processes alone."""
     cpu = int(limits.timeout) + 5
     return {"RLIMIT_AS": limits.memory_mb << 20, "RLIMIT_CPU": cpu, "RLIMIT_FSIZE": limits.file_size_mb << 20,
             "RLIMIT_CORE": 0, "RLIMIT_NOFILE": limits.open_files}
@@ -114,6 +113,112 @@ class Cgroup:
         except OSError:
             pass
 
+# --- the zygote ------------------------------------------------------------------------------------------
+
+# the child's whole environment; HOME is set per child (its working directory, or its home once isolated)
+CHILD_ENV = {"PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+             "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+ZYGOTE_START_SECONDS = 120.0
+
+
+class ZygoteFailed(Exception):
+    """The zygote could not be started or stopped answering: the grader's own failure, never a submission's."""
+
+
+class ForkedChild:
+    """One child of the zygote, seen like a subprocess.Popen: its pid, and how it ended (told by the zygote,
+    which is its parent)."""
+
+    def __init__(self, zygote: "Zygote", pid: int) -> None:
+        self.zygote, self.pid = zygote, pid
+
+    def poll(self) -> int | None:
+        status = self.zygote.exits.get(self.pid)
+        if status is None:  # a zygote that died took its children with it (their parent-death signal)
+            return None if self.zygote.alive else -signal.SIGKILL
+        return os.waitstatus_to_exitcode(status)
+
+    def wait(self, timeout: float | None = None) -> int:
+        with self.zygote.changed:
+            if not self.zygote.changed.wait_for(lambda: self.poll() is not None, timeout):
+                raise subprocess.TimeoutExpired(f"sandbox {self.pid}", timeout)
+        return self.poll()
+
+
+class Zygote:
+    """The grader's side of autograder.zygote: starts it, asks it for children, hears how they ended.
+
+    One per grading process, shared by every Sandbox in it (`Zygote.shared()`), started on first use and
+    started again if it died."""
+
+    _shared: "Zygote | None" = None
+    _shared_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.control = ours
+        self.errors = tempfile.TemporaryFile()  # what the zygote says if it fails (its children have their own)
+        bootstrap = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from autograder.zygote import main; main()"
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-u", "-c", bootstrap, str(theirs.fileno())], stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=self.errors, env={**CHILD_ENV, "HOME": "/nonexistent"},
+            cwd="/", pass_fds=[theirs.fileno()], start_new_session=True)  # Ctrl-C is the grader's to handle
+        theirs.close()
+        self.exits: dict[int, int] = {}  # pid -> wait status, for children that ended
+        self.changed = threading.Condition()
+        self.replies: list[dict] = []   # answers to spawn requests, in order
+        self.alive = True
+        self.owner = os.getpid()
+        self.spawning = threading.Lock()
+        threading.Thread(target=self._listen, daemon=True, name="zygote-listener").start()
+
+    @classmethod
+    def shared(cls) -> "Zygote":
+        with cls._shared_lock:
+            # a forked grading process must not share its parent's zygote (nor its control socket)
+            if cls._shared is None or not cls._shared.alive or cls._shared.owner != os.getpid():
+                cls._shared = cls()
+            return cls._shared
+
+    def _listen(self) -> None:
+        """Reads the zygote's messages; checked for shape, although the zygote runs no student code."""
+        while True:
+            try:
+                data = self.control.recv(4096)
+                message = json.loads(data) if data else None
+            except (OSError, ValueError):
+                message = None
+            with self.changed:
+                if not isinstance(message, dict):
+                    self.alive = False
+                    self.changed.notify_all()
+                    return
+                if type(message.get("exited")) is int and type(message.get("status")) is int:
+                    self.exits[message["exited"]] = message["status"]
+                elif type(message.get("pid")) is int and message["pid"] > 0:
+                    self.replies.append(message)
+                self.changed.notify_all()
+
+    def spawn(self, config: dict, fds: list[int]) -> ForkedChild:
+        """A new child, forked from the warm zygote, that will run `config`; `fds` (its socket and its output
+        pipe) are passed to it.  Raises ZygoteFailed."""
+        with self.spawning:
+            try:
+                socket.send_fds(self.control, [json.dumps(config).encode()], fds)
+            except OSError as exc:
+                raise ZygoteFailed(f"the zygote is gone ({exc.strerror})") from None
+            with self.changed:
+                if not self.changed.wait_for(lambda: self.replies or not self.alive, ZYGOTE_START_SECONDS):
+                    raise ZygoteFailed(f"the zygote did not answer within {ZYGOTE_START_SECONDS:g} s")
+                if not self.replies:
+                    raise ZygoteFailed(f"the zygote ended: {self.last_words()}")
+                return ForkedChild(self, self.replies.pop(0)["pid"])
+
+    def last_words(self) -> str:
+        self.errors.seek(0)
+        lines = self.errors.read().decode("utf-8", "replace").strip().splitlines()
+        return lines[-1][:300] if lines else f"exit status {self.process.poll()}"
+
 
 class Sandbox:
     def __init__(self, cells: list[str], limits: Limits, forbidden_ops: list[str],
@@ -125,30 +230,35 @@ class Sandbox:
         self.workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
         parent_sock, child_sock = socket.socketpair()
         self.sock = parent_sock
-        config = {"sock_fd": child_sock.fileno(), "root": str(ROOT), "workdir": str(self.workdir),
-                  "isolate": limits.isolate, "cell_timeout": limits.cell_timeout,
+        config = {"root": str(ROOT), "workdir": str(self.workdir), "isolate": limits.isolate,
+                  "cell_timeout": limits.cell_timeout,
                   "load_seconds": load_seconds if load_seconds is not None else limits.timeout,
                   "request_timeout": limits.request_timeout, "forbidden_ops": forbidden_ops,
                   "skip_cells": {str(k): v for k, v in (skip_cells or {}).items()},
                   "rlimits": rlimits(limits), "processes": limits.processes}
-        bootstrap = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from autograder.child import main; main()"
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(self.workdir), "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
-               "MKL_NUM_THREADS": "1", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
         self.cgroup = Cgroup.create(self.notices) if limits.isolate else None
         self.started = time.monotonic()
         self.killed = False
-        self.process = subprocess.Popen(
-            [sys.executable, "-I", "-u", "-c", bootstrap, json.dumps(config)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            cwd=self.workdir, env=env, pass_fds=[child_sock.fileno()], start_new_session=True,
-            preexec_fn=self._set_limits)
-        child_sock.close()
+        output_read, output_write = os.pipe()
+        try:
+            self.process = Zygote.shared().spawn({"spawn": config}, [child_sock.fileno(), output_write])
+        except ZygoteFailed:
+            os.close(output_read)
+            self.sock.close()
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            if self.cgroup is not None:
+                self.cgroup.kill()
+            raise
+        finally:
+            child_sock.close()
+            os.close(output_write)
+        self.output_pipe = open(output_read, "rb", buffering=0)
         self.output = bytearray()
         self.output_dropped = 0
         self._drain = threading.Thread(target=self._drain_output, daemon=True)
         self._drain.start()
         if self.cgroup is not None:
-            try:  # before the child reads its cells, so before it can start anything
+            try:  # before the child has its cells, so before it can start anything
                 self.cgroup.add(self.process.pid)
             except OSError as exc:
                 self.notices.append(f"could not join its cgroup ({exc.strerror}): the PID namespace alone ends "
@@ -160,21 +270,12 @@ class Sandbox:
         except OSError:
             pass  # the child is already gone; the first receive says how
 
-    def _set_limits(self) -> None:
-        """Runs in the child between fork and exec.  It cannot report; the child checks what took effect
-        (autograder.child) and says so in a notice."""
-        for name, value in rlimits(self.limits).items():
-            try:
-                resource.setrlimit(getattr(resource, name), (value, value))
-            except (ValueError, OSError):
-                pass
-
     def _drain_output(self) -> None:
         """The only reader of the pipe; it closes the pipe itself, so nothing ever waits on a pipe that a
         leftover process could hold open."""
         cap = self.limits.output_kb << 10
-        stream = self.process.stdout
-        while chunk := stream.read1(1 << 16):
+        stream = self.output_pipe
+        while chunk := stream.read(1 << 16):
             room = max(cap - len(self.output), 0)
             self.output += chunk[:room]
             self.output_dropped += len(chunk) - min(len(chunk), room)
@@ -191,10 +292,11 @@ class Sandbox:
         self.killed = True
         if self.cgroup is not None:
             self.cgroup.kill()
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        for kill in (os.killpg, os.kill):  # its group once it has called setsid(), the child itself before
+            try:
+                kill(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -152,15 +152,19 @@ def sandboxes_under(pid: int) -> bool:
             parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (ValueError, OSError):
             continue
+
+    def zygote(process: int | None) -> bool:  # a sandbox child is forked from the zygote, so shows its command
+        try:
+            return b"autograder.zygote" in (Path("/proc") / str(process) / "cmdline").read_bytes()
+        except OSError:
+            return False
+
     for child in parents:
         ancestor = parents.get(child)
         while ancestor and ancestor != pid:
             ancestor = parents.get(ancestor)
-        try:
-            if ancestor == pid and b"autograder.child" in (Path("/proc") / str(child) / "cmdline").read_bytes():
-                return True
-        except OSError:
-            continue
+        if ancestor == pid and zygote(child) and zygote(parents.get(child)):
+            return True
     return False
 
 

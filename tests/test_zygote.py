@@ -1,0 +1,138 @@
+"""The warm zygote: every child is forked from it, none from another, nothing of one submission reaches the
+next, and neither it nor its children outlive the grader that started them."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder.sandbox import Limits, Sandbox, Zygote
+from conftest import REPO, full_marks, part_scores, run_cli
+
+SOLUTION = (REPO / "solutions" / "transformer_block.py").read_text()
+
+# Everything a submission can change in its own process or on its file system, changed.
+POLLUTER = SOLUTION + '''
+import builtins, os, subprocess, sys, threading, time
+import torch
+torch.leak_marker = 1
+torch.nn.functional.leak_marker = 1
+sys.modules["leak_marker"] = sys
+builtins.leak_marker = 1
+os.environ["LEAK_MARKER"] = "1"
+sys.path.append("/leak_marker")
+torch.set_default_dtype(torch.float64)
+torch.set_num_threads(2)
+torch.manual_seed(12345)
+for folder in ("/tmp", "/dev/shm", os.path.expanduser("~"), os.getcwd()):
+    try:
+        with open(os.path.join(folder, "leak_marker"), "w") as f:
+            f.write("1")
+    except OSError:
+        pass
+threading.Thread(target=time.sleep, args=(3600,)).start()
+subprocess.Popen(["sleep", "3600"], start_new_session=True)
+'''
+
+# The reference, which breaks its own layer norm when it sees any trace of the polluter.
+OBSERVER = SOLUTION + '''
+import builtins, os, sys
+import torch
+_leaks = [name for name, seen in [
+    ("torch attribute", hasattr(torch, "leak_marker")),
+    ("torch.nn.functional attribute", hasattr(torch.nn.functional, "leak_marker")),
+    ("module table", "leak_marker" in sys.modules),
+    ("builtins", hasattr(builtins, "leak_marker")),
+    ("environment", "LEAK_MARKER" in os.environ),
+    ("sys.path", "/leak_marker" in sys.path),
+    ("default dtype", torch.get_default_dtype() != torch.float32),
+    ("threads", torch.get_num_threads() != 1),
+    ("seed", torch.initial_seed() != 0),
+    ("the grader's modules", any(m.split(".")[0] in ("solutions", "assignments", "pytest", "conftest")
+                                 or m in ("autograder.judge", "autograder.rubric", "autograder.grading")
+                                 for m in sys.modules)),
+    ("files", any(os.path.exists(os.path.join(d, "leak_marker"))
+                  for d in ("/tmp", "/dev/shm", os.path.expanduser("~"), os.getcwd()))),
+] if seen]
+if _leaks:
+    def layer_norm(x, weight, bias, eps=1e-5):
+        raise RuntimeError("leaked from an earlier submission: " + ", ".join(_leaks))
+'''
+
+
+def test_nothing_of_one_submission_is_visible_to_the_next(tmp_path):
+    """One grading process, so one zygote, grades the polluter and then two observers."""
+    folder, out = tmp_path / "class", tmp_path / "out"
+    folder.mkdir()
+    (folder / "a_polluter.py").write_text(POLLUTER)
+    (folder / "b_observer.py").write_text(OBSERVER)
+    (folder / "c_observer.py").write_text(OBSERVER)
+    done = run_cli("grade-all", folder, "-o", out, "--jobs", "1")
+    assert done.returncode == 0, done.stderr
+    for student in ("b_observer", "c_observer"):
+        results = json.loads((out / f"{student}.json").read_text())
+        assert part_scores(results) == full_marks(results), [t["output"] for t in results["tests"]
+                                                             if t["score"] < t["max_score"]][:3]
+
+
+def _parent_of(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+
+
+def _gone(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True  # dead, waiting for a parent that may never reap it
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_children_are_forked_from_the_zygote_and_die_with_it():
+    zygote = Zygote.shared()
+    sandboxes = [Sandbox(["while True:\n    pass"], Limits(), []) for _ in range(2)]
+    try:
+        assert zygote.alive and Zygote.shared() is zygote  # one per grading process
+        for sandbox in sandboxes:
+            assert _parent_of(sandbox.process.pid) == zygote.process.pid  # never one another's
+        os.kill(zygote.process.pid, signal.SIGKILL)
+        for sandbox in sandboxes:
+            assert _gone(sandbox.process.pid, 10), "a child outlived its zygote"
+            assert sandbox.process.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        for sandbox in sandboxes:
+            sandbox.kill()
+    assert Zygote.shared() is not zygote  # a dead zygote is replaced on the next use
+
+
+GRADER = """
+import sys
+sys.path.insert(0, {root!r})
+from autograder.sandbox import Limits, Sandbox, Zygote
+sandbox = Sandbox(["while True:\\n    pass"], Limits(), [])
+print(Zygote.shared().process.pid, sandbox.process.pid, flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("how", ["exits", "is killed"])
+def test_neither_zygote_nor_children_outlive_the_grader(how):
+    grader = subprocess.Popen([sys.executable, "-c", GRADER.format(root=str(REPO))], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    zygote, child = map(int, grader.stdout.readline().split())
+    if how == "exits":
+        grader.stdin.close()
+    else:
+        grader.kill()
+    grader.wait(timeout=30)
+    assert _gone(zygote, 10) and _gone(child, 10)
