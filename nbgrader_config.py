@@ -34,6 +34,13 @@ c.Autograde.autograde_preprocessors = [
 for variable, trait, kind in [("AUTOGRADER_TIMEOUT", "timeout", float), ("AUTOGRADER_MEMORY_MB", "memory_mb", int)]:
     if variable in os.environ:
         setattr(c.SandboxedGrading, trait, kind(os.environ[variable]))
+# Reuse the results of `python -m autograder grade-all` instead of grading again, when one judged the same
+# cells against the same suites, rubric, kit and limits (see the README), e.g.
+#   c.SandboxedGrading.reuse_results_from = ["results/transformer_block"]
+# or AUTOGRADER_REUSE_RESULTS, folders separated by os.pathsep (":").
+if os.environ.get("AUTOGRADER_REUSE_RESULTS"):
+    c.SandboxedGrading.reuse_results_from = [
+        folder for folder in os.environ["AUTOGRADER_REUSE_RESULTS"].split(os.pathsep) if folder]
 c.LimitOutput.max_lines = 400
 
 # LMS downloads (Canvas style: <student>_<late_>?<id>_<id>_<file>) for `nbgrader zip_collect`

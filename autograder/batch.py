@@ -1,19 +1,22 @@
 """Grading a folder of submissions, durably.
 
 Each submission's results.json is written atomically the moment it is graded, with the hash of the file
-it judged; a rerun skips every submission whose result matches its current file, so killing the grader
-mid-batch loses at most the submission in progress.  grades.csv is always rebuilt from the per-submission
-results, never kept as its own state.
+it judged and the fingerprint of the assignment it was judged against (suites, rubric, kit, limits; see
+autograder.fingerprint).  A rerun keeps a result only when both still match, so killing the grader mid-batch
+loses at most the submissions in progress, and editing a suite, the rubric, the kit or a limit regrades
+everything.  grades.csv is always rebuilt from the per-submission results, never kept as its own state.
 
 A batch that is stopped (Ctrl-C, SIGTERM, a submission whose judging was interrupted) records nothing for the
 submissions in progress, writes no grades.csv, and raises: the rerun grades what is missing.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import multiprocessing
+import os
 import signal
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -21,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from autograder.fingerprint import assignment_fingerprint
 from autograder.grading import GradeResult, as_text, file_sha256, grade_file
-from autograder.judge import JudgingInterrupted, raise_terminated
+from autograder.interrupts import JudgingInterrupted, raise_terminated
 from autograder.results import gradescope, write_json_atomic
 from autograder.rubric import Rubric
 from autograder.sandbox import Limits
@@ -58,19 +62,99 @@ def result_path(out_dir: Path, student: str) -> Path:
     return out_dir / f"{student}.json"
 
 
-def already_graded(out_dir: Path, entry: Entry) -> bool:
+STALE_ASSIGNMENT = "graded with a different version of the assignment (suites, rubric, kit or limits changed)"
+
+
+def stale_reason(out_dir: Path, entry: Entry, fingerprint: str) -> str | None:
+    """None when the stored result still holds: same file, same assignment fingerprint.  Otherwise why not,
+    or "" when there is no result yet."""
+    path = result_path(out_dir, entry.student)
+    if not path.exists():
+        return ""
     try:
-        data = json.loads(result_path(out_dir, entry.student).read_text(encoding="utf-8"))
-        return data["extra_data"]["submission_sha256"] == file_sha256(entry.path)
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
+        extra = json.loads(path.read_text(encoding="utf-8"))["extra_data"]
+        sha256, stored_fingerprint = extra["submission_sha256"], extra.get("assignment_fingerprint")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"its result {path.name} is unreadable ({type(exc).__name__})"
+    if sha256 != file_sha256(entry.path):
+        return "the submission changed since it was graded"
+    if stored_fingerprint != fingerprint:
+        return STALE_ASSIGNMENT
+    return None
+
+
+def stderr_log(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def pending_entries(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits,
+                    log: Callable[[str], None] = stderr_log) -> tuple[list[Entry], list[Entry]]:
+    """(every submission in `folder`, those that need grading); logs the ones kept and why others are
+    regraded."""
+    entries = discover(folder, rubric.assignment)
+    fingerprint = assignment_fingerprint(rubric, limits)
+    pending = []
+    for entry in entries:
+        reason = stale_reason(out_dir, entry, fingerprint)
+        if reason is None:
+            log(f"{entry.student}: already graded, kept")
+            continue
+        if reason:
+            log(f"{entry.student}: {reason}: regraded")
+        pending.append(entry)
+    return entries, pending
+
+
+def grade_report(path: Path, rubric: Rubric, limits: Limits) -> tuple[GradeResult, dict[str, Any]]:
+    """Grades one file: its GradeResult and its results.json, keyed by what was graded against what."""
+    fingerprint = assignment_fingerprint(rubric, limits)  # before grading: the suites the judge will read
+    result = grade_file(path, rubric, limits)
+    return result, gradescope(result, cells_sha256=result.cells_sha256, assignment_fingerprint=fingerprint)
+
+
+def record(out_dir: Path, entry: Entry, result_json: dict) -> None:
+    """Stores one submission's result, atomically: a rerun sees it whole or not at all."""
+    write_json_atomic(result_path(out_dir, entry.student), result_json)
+
+
+def result_line(entry: Entry, result: GradeResult) -> str:
+    return f"{entry.student}: {result.score:g} / {result.max_score:g} ({result.seconds:.1f} s)"
 
 
 def _grade_and_record(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limits) -> str:
     """Runs in a worker process: the result is on disk before the worker reports back."""
-    result: GradeResult = grade_file(entry.path, rubric, limits)
-    write_json_atomic(result_path(out_dir, entry.student), gradescope(result))
-    return f"{entry.student}: {result.score:g} / {result.max_score:g} ({result.seconds:.1f} s)"
+    result, result_json = grade_report(entry.path, rubric, limits)
+    record(out_dir, entry, result_json)
+    return result_line(entry, result)
+
+
+@contextlib.contextmanager
+def progress(total: int, log: Callable[[str], None] = stderr_log) -> Iterator[Callable[[str], None]]:
+    """Yields `graded(line)`, to call once per submission graded.  On a terminal it advances a progress bar
+    (count, rate, time left) and prints the line above it; elsewhere (CI logs, a pipe, a caller's own `log`)
+    it is `log`: one plain line per submission, with no control characters in the log."""
+    if log is not stderr_log or not total or not sys.stderr.isatty():
+        yield log
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc="grading", unit="submission", file=sys.stderr, **_bar_size()) as bar:
+        def graded(line: str) -> None:
+            bar.write(line, file=sys.stderr)
+            bar.update()
+
+        yield graded
+
+
+def _bar_size() -> dict[str, Any]:
+    try:
+        columns, lines = os.get_terminal_size(sys.stderr.fileno())
+    except (OSError, ValueError):
+        columns = lines = 0
+    if columns and lines:
+        return {"dynamic_ncols": True}  # follows the window as it is resized
+    # a pseudo-terminal that reports no size (script, some CI runners) would make tqdm draw nothing
+    return {"ncols": 80, "nrows": 24}
 
 
 # In a worker process (--jobs > 1).  The main process stops a batch by sending its workers SIGTERM: a worker
@@ -103,27 +187,22 @@ def _grade_in_worker(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limits
 
 
 def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs: int = 1,
-              log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> list[Entry]:
+              log: Callable[[str], None] = stderr_log) -> list[Entry]:
     """Raises JudgingInterrupted or KeyboardInterrupt when stopped; every result written so far stays."""
-    entries = discover(folder, rubric.assignment)
-    pending = []
-    for entry in entries:
-        if already_graded(out_dir, entry):
-            log(f"{entry.student}: already graded, kept")
-        else:
-            pending.append(entry)
+    entries, pending = pending_entries(folder, out_dir, rubric, limits, log)
     if jobs <= 1:
-        for entry in pending:
-            log(_grade_and_record(entry, out_dir, rubric, limits))
+        with progress(len(pending), log) as graded:
+            for entry in pending:
+                graded(_grade_and_record(entry, out_dir, rubric, limits))
     else:
         # each submission's grading waits mostly on its own child; a few run side by side.  Workers are
         # spawned, not forked, so none inherits another's threads or sandboxes.
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_init_worker) as pool:
+                                 initializer=_init_worker) as pool, progress(len(pending), log) as graded:
             futures = [pool.submit(_grade_in_worker, entry, out_dir, rubric, limits) for entry in pending]
             try:
                 for future in as_completed(futures):
-                    log(future.result())
+                    graded(future.result())
             except BaseException:  # a signal here, or a worker's submission stopped: stop the whole batch
                 for future in futures:
                     future.cancel()

@@ -1,79 +1,432 @@
-"""Grading time per submission, the kit against nbgrader's own kernel execution, on the same notebooks in
-one run.  Prints medians and ratios; asserts nothing (timings belong here, not in tests).
+"""Grading time and memory per submission: the kit's ways of grading a class against nbgrader's own kernel
+execution, on the same notebooks in one run.  Prints a table; asserts nothing (timings belong here, not in
+tests).
 
-    python -m autograder.benchmark [N]     (default N = 10 notebooks)
+    python -m autograder.benchmark [N]     (default N = 24 notebooks)
+
+The class alternates the reference solution with single-bug submissions from the catalogue of known
+mistakes, each as the release notebook with its solution cells filled in.  Every way grades the whole class
+into a fresh output folder:
+
+1. nbgrader's default `nbgrader autograde` (kernel execution, visible checks only) on a plain course;
+2. the kit through `nbgrader autograde`, one command for the class, as an instructor runs it;
+3. `python -m autograder grade FILE`, once per file, as course CI runs it;
+4. `python -m autograder grade-all DIR --jobs 2`;
+5. `python -m autograder grade-all DIR --scheduler ADDRESS` on a local Dask cluster of two one-thread
+   workers (started before the clock starts; their memory counts).
+
+Memory is the peak, over samples every 50 ms, of the proportional set size (Pss) summed over the
+command's process tree: shared pages (torch's libraries, mapped by every process) are split among the
+processes that map them instead of being counted once per process.  The floor is the hidden suite's own
+computations against the reference module in one warm process: no sandbox, no process start, no imports.
 """
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import psutil
 
 from autograder.demo import ASSIGNMENT, Course
-from autograder.samples import UNBIASED_VARIANCE, student_notebook, write_notebook
+from autograder.notebook_sync import REPO_ROOT
 
+DEFAULT_COUNT = 24
+SAMPLE_SECONDS = 0.05
 PLAIN_NBGRADER_CONFIG = """c = get_config()
 c.CourseDirectory.root = {root!r}
 c.CourseDirectory.course_id = "benchmark"
 """
+BIN = Path(sys.executable).parent
 
 
-def _timed(action) -> float:
-    started = time.perf_counter()
-    action()
-    return time.perf_counter() - started
+# --- memory -------------------------------------------------------------------------------------------
 
 
-def _submit_directly(course: Course, student: str, notebook: Path) -> None:
-    target = course.root / "submitted" / student / ASSIGNMENT
-    target.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(notebook, target / f"{ASSIGNMENT}.ipynb")
+def pss_bytes(pid: int) -> int:
+    """The process's proportional set size, 0 when it is gone or unreadable."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:  # exited between listing and reading, or another user's process
+        return 0
+    for line in text.splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def tree_pids(roots: Iterable[int]) -> set[int]:
+    pids = set()
+    for root in roots:
+        try:
+            pids.add(root)
+            pids.update(child.pid for child in psutil.Process(root).children(recursive=True))
+        except psutil.NoSuchProcess:
+            pass
+    return pids
+
+
+def tree_pss(roots: Iterable[int]) -> int:
+    return sum(pss_bytes(pid) for pid in tree_pids(roots))
+
+
+@dataclass
+class Sample:
+    seconds: float  # since sampling started
+    pss: int        # bytes, summed over the trees
+    done: int       # submissions graded so far, as `progress` counted them
+
+
+class MemorySampler:
+    """Samples the summed Pss of process trees in a thread until stopped.  The roots are read at every
+    sample, so processes started later (one command after another) are followed."""
+
+    def __init__(self, roots: Callable[[], Iterable[int]], progress: Callable[[], int] = lambda: 0,
+                 interval: float = SAMPLE_SECONDS) -> None:
+        self.roots = roots
+        self.progress = progress
+        self.interval = interval
+        self.samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._started = 0.0
+
+    def __enter__(self) -> MemorySampler:
+        self._started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            self.sample()
+            if self._stop.wait(self.interval):
+                break
+
+    def sample(self) -> None:
+        pss = tree_pss(self.roots())
+        self.samples.append(Sample(time.monotonic() - self._started, pss, self.progress()))
+
+    @property
+    def peak(self) -> int:
+        return max((s.pss for s in self.samples), default=0)
+
+    def peak_while(self, graded_below: int) -> tuple[int, int]:
+        """Peaks while fewer than `graded_below` submissions were graded, and after."""
+        first = [s.pss for s in self.samples if s.done < graded_below]
+        second = [s.pss for s in self.samples if s.done >= graded_below]
+        return max(first, default=0), max(second, default=0)
+
+
+# --- running commands -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Way:
+    name: str
+    seconds: float = 0.0  # wall time for the whole class
+    peak: int = 0         # bytes
+    skipped: str = ""     # why the way did not run
+    halves: tuple[int, int] | None = None
+    commands: list[float] = field(default_factory=list)  # wall time of each command
+
+
+def run_measured(command: Sequence[str], sampler_roots: list[int], log: Path, *, cwd: Path | None = None,
+                 env: dict[str, str] | None = None) -> float:
+    """Runs one command to completion while the sampler follows it (through `sampler_roots`); returns its
+    wall time."""
+    with log.open("ab") as out:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        sampler_roots.append(process.pid)
+        code = process.wait()
+        seconds = time.perf_counter() - started
+        sampler_roots.remove(process.pid)
+    if code != 0:
+        tail = log.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"{' '.join(map(str, command))} failed (exit {code}):\n{tail}")
+    return seconds
+
+
+def measure(way: Way, commands: list[Sequence[str]], log: Path, *, cwd: Path | None = None,
+            env: dict[str, str] | None = None, also: Sequence[int] = (),
+            progress: Callable[[], int] = lambda: 0, class_size: int = 0) -> Way:
+    """Runs the commands one after another; `also` are processes (a cluster) whose memory counts too."""
+    roots: list[int] = []
+    with MemorySampler(lambda: [*roots, *also], progress) as sampler:
+        for command in commands:
+            way.commands.append(run_measured(command, roots, log, cwd=cwd, env=env))
+    way.seconds, way.peak = sum(way.commands), sampler.peak
+    if class_size:
+        way.halves = sampler.peak_while((class_size + 1) // 2)
+    return way
+
+
+def json_results(folder: Path) -> Callable[[], int]:
+    return lambda: sum(1 for _ in folder.glob("*.json")) if folder.is_dir() else 0
+
+
+# --- the class -------------------------------------------------------------------------------------------
+
+
+def write_class(folder: Path, count: int) -> list[Path]:
+    """`count` notebooks: the reference and single-bug submissions (each from another part) in turn."""
+    if str(REPO_ROOT) not in sys.path:  # the catalogue lives in the checkout, outside the installed package
+        sys.path.insert(0, str(REPO_ROOT))
+    from assignments.transformer_block.catalogue import REFERENCE, EveryPart, entries, notebook
+    from autograder.samples import write_notebook
+
+    mistakes = [e for e in entries() if e.part is not None and not isinstance(e.part, EveryPart)]
+    by_part: dict[str, list] = {}
+    for entry in mistakes:
+        by_part.setdefault(entry.part, []).append(entry)
+    spread = [group[i] for i in range(max(map(len, by_part.values()))) for group in by_part.values()
+              if i < len(group)]  # one mistake of each part, then the next of each, ...
+    chosen = [REFERENCE if i % 2 == 0 else spread[(i // 2) % len(spread)] for i in range(count)]
+    return [write_notebook(notebook(entry), folder / f"s{i:03d}-{entry.name}.ipynb")
+            for i, entry in enumerate(chosen)]
+
+
+def nbgrader_course(root: Path, notebooks: list[Path], plain: bool) -> Course:
+    """A course whose submitted/ holds the class: nbgrader's own configuration, or the kit's."""
+    course = Course(root, config_dir=root) if plain else Course(root)
+    course.create()
+    if plain:
+        (root / "nbgrader_config.py").write_text(PLAIN_NBGRADER_CONFIG.format(root=str(course.root)))
+    course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
+    for notebook in notebooks:
+        target = course.root / "submitted" / notebook.stem / ASSIGNMENT
+        target.mkdir(parents=True)
+        shutil.copyfile(notebook, target / f"{ASSIGNMENT}.ipynb")
+    return course
+
+
+def nbgrader_way(name: str, root: Path, notebooks: list[Path], plain: bool, log: Path) -> Way:
+    course = nbgrader_course(root, notebooks, plain)
+    command = [sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force"]
+    return measure(Way(name), [command], log, cwd=course.config_dir, env=course.env)
+
+
+def grade_all_supports(flag: str) -> bool:
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade-all", "--help"], capture_output=True,
+                          text=True)
+    return flag in done.stdout
+
+
+class DaskCluster:
+    """`dask scheduler` and `workers` x `dask worker --nthreads 1`, on this machine, for one way."""
+
+    def __init__(self, folder: Path, workers: int = 2) -> None:
+        self.folder = folder
+        self.workers = workers
+        self.processes: list[subprocess.Popen] = []
+        self.address = ""
+
+    def __enter__(self) -> DaskCluster:
+        self.folder.mkdir(parents=True)
+        scheduler_file = self.folder / "scheduler.json"
+        env = {**os.environ, "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")])}
+        log = (self.folder / "cluster.log").open("ab")
+        # a free port rather than 8786: another cluster may be running on this machine
+        common = ["--host", "127.0.0.1", "--no-dashboard", "--scheduler-file", str(scheduler_file)]
+        self.processes.append(subprocess.Popen([str(BIN / "dask"), "scheduler", "--port", "0", *common],
+                                               cwd=REPO_ROOT, env=env, stdout=log, stderr=log))
+        for _ in range(self.workers):  # workers grade with the checkout they run in
+            self.processes.append(subprocess.Popen([str(BIN / "dask"), "worker", "--nthreads", "1", *common],
+                                                   cwd=REPO_ROOT, env=env, stdout=log, stderr=log))
+        log.close()
+        # the clock starts once every worker has joined, so start-up is not counted as grading
+        wait = (f"from distributed import Client\n"
+                f"with Client(scheduler_file={str(scheduler_file)!r}, timeout=120) as client:\n"
+                f"    client.wait_for_workers({self.workers}, timeout=120)\n")
+        done = subprocess.run([sys.executable, "-c", wait], capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            self.__exit__()
+            raise RuntimeError(f"the Dask cluster did not start:\n{done.stderr[-2000:]}")
+        self.address = json.loads(scheduler_file.read_text())["address"]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for process in reversed(self.processes):  # workers first, so none reconnects to a new scheduler
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes]
+
+
+# --- the floor ---------------------------------------------------------------------------------------------
+
+
+def floor_seconds(repeats: int) -> list[float]:
+    """The hidden suites against the reference module, in this process; the first run warms it up."""
+    import torch
+
+    from autograder.judge import run_suite
+    from autograder.rubric import load_rubric
+    from autograder.submission import ModuleSubmission
+    import solutions.transformer_block as reference
+
+    torch.set_num_threads(1)  # as grading does
+    rubric = load_rubric(ASSIGNMENT)
+    times = []
+    for _ in range(repeats + 1):
+        started = time.perf_counter()
+        outcomes = run_suite(rubric.suite_files(), ModuleSubmission(reference), rubric.part_names)
+        times.append(time.perf_counter() - started)
+        failed = [o.name for o in outcomes if not o.passed]
+        if failed or not outcomes:
+            raise RuntimeError(f"the reference fails its own suite: {failed[:3]}")
+    return times[1:]
+
+
+def measure_floor(repeats: int) -> list[float]:
+    """floor_seconds in a fresh process that can import the reference (`solutions` is not installed)."""
+    code = f"import json; from autograder.benchmark import floor_seconds; print(json.dumps(floor_seconds({repeats})))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"measuring the floor failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# --- results ---------------------------------------------------------------------------------------------
+
+
+def scores_from_folder(folder: Path) -> dict[str, float]:
+    return {p.stem: json.loads(p.read_text())["score"] for p in folder.glob("*.json")}
+
+
+def scores_from_gradebook(course: Course) -> dict[str, float]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(course.env["AUTOGRADER_DB_URL"]) as gradebook:
+        return {s.student.id: s.score for s in gradebook.assignment_submissions(ASSIGNMENT)}
+
+
+def _mb(value: int) -> str:
+    return f"{value / 2**20:,.0f} MB"
+
+
+def format_table(ways: list[Way], count: int) -> str:
+    """Seconds per submission, how many times faster than the first way (nbgrader's default), peak memory."""
+    baseline = ways[0].seconds / count if ways and ways[0].seconds else 0.0
+    width = max(len(w.name) for w in ways)
+    lines = [f"{'way':<{width}}  {'s/submission':>12}  {'x faster':>8}  {'peak memory (Pss)':>17}"]
+    for way in ways:
+        if way.skipped:
+            lines.append(f"{way.name:<{width}}  skipped: {way.skipped}")
+            continue
+        per = way.seconds / count
+        ratio = f"x{baseline / per:.2f}" if baseline and per else "-"
+        lines.append(f"{way.name:<{width}}  {per:>12.2f}  {ratio:>8}  {_mb(way.peak):>17}")
+    return "\n".join(lines)
+
+
+def format_notes(ways: list[Way], floor: list[float]) -> str:
+    lines = []
+    for way in ways:
+        if way.halves and not way.skipped:
+            first, second = way.halves
+            lines.append(f"{way.name}: peak {_mb(first)} while grading the first half of the class, "
+                         f"{_mb(second)} for the second half")
+    for way in ways:
+        if len(way.commands) > 1 and not way.skipped:
+            lines.append(f"one `grade FILE` command: {way.commands[0]:.2f} s wall (the first); "
+                         f"median {statistics.median(way.commands):.2f} s, min {min(way.commands):.2f} s")
+    if floor:
+        lines.append(f"floor (the hidden suites' own computations on the reference, one warm process, "
+                     f"{len(floor)} runs): min {min(floor):.2f} s, median {statistics.median(floor):.2f} s "
+                     "per submission")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    count = int(argv[0]) if argv else 10
+    count = int(argv[0]) if argv else DEFAULT_COUNT
+    if count < 1:
+        print("python -m autograder.benchmark: N must be at least 1", file=sys.stderr)
+        return 2
     work = Path(tempfile.mkdtemp(prefix="autograder-benchmark-"))
-    notebooks = [write_notebook(student_notebook([UNBIASED_VARIANCE] if i % 2 else []), work / f"s{i:02d}.ipynb")
-                 for i in range(count)]
-    students = [p.stem for p in notebooks]
+    try:
+        return _run(work, count)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
-    kit_course = Course(work / "kit")
-    plain_course = Course(work / "plain", config_dir=work / "plain")
-    for course in (kit_course, plain_course):
-        course.create()
-        if course is plain_course:
-            (course.root / "nbgrader_config.py").write_text(PLAIN_NBGRADER_CONFIG.format(root=str(course.root)))
-        course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
-        for student, notebook in zip(students, notebooks):
-            course.nbgrader("db", "student", "add", student)
-            _submit_directly(course, student, notebook)
 
-    timings: dict[str, list[float]] = {"kit CLI (python -m autograder grade)": [],
-                                       "kit through nbgrader autograde": [],
-                                       "nbgrader autograde, default kernel execution": []}
-    names = list(timings)
-    for student, notebook in zip(students, notebooks):
-        out = work / f"{student}.json"
-        timings[names[0]].append(_timed(lambda: subprocess.run(
-            [sys.executable, "-m", "autograder", "grade", str(notebook), "-o", str(out)], check=True,
-            capture_output=True)))
-        timings[names[1]].append(_timed(lambda: kit_course.nbgrader(
-            "autograde", ASSIGNMENT, f"--student={student}", "--force")))
-        timings[names[2]].append(_timed(lambda: plain_course.nbgrader(
-            "autograde", ASSIGNMENT, f"--student={student}", "--force")))
+def _run(work: Path, count: int) -> int:
+    notebooks = write_class(work / "class", count)
+    log = work / "commands.log"
+    kit = [sys.executable, "-m", "autograder"]
+    ways: list[Way] = []
+    print(f"{count} notebooks ({(count + 1) // 2} reference, {count // 2} with one bug each)", file=sys.stderr)
 
-    baseline = statistics.median(timings[names[2]])
-    print(f"{count} notebooks, median seconds per submission (each a separate command, as course CI runs them)")
-    for name, values in timings.items():
-        median = statistics.median(values)
-        print(f"  {name:<48} {median:6.2f} s   x{median / baseline:4.2f} of nbgrader's default")
-    shutil.rmtree(work, ignore_errors=True)
+    ways.append(nbgrader_way("nbgrader autograde, default kernel execution", work / "plain", notebooks, True, log))
+    ways.append(nbgrader_way("kit through nbgrader autograde", work / "kit", notebooks, False, log))
+    out = work / "out-grade"
+    ways.append(measure(Way("kit: python -m autograder grade FILE, per file"),
+                        [[*kit, "grade", str(n), "-o", str(out / f"{n.stem}.json")] for n in notebooks], log,
+                        cwd=REPO_ROOT))
+    out = work / "out-jobs"
+    ways.append(measure(Way("kit: grade-all --jobs 2"), [[*kit, "grade-all", str(work / "class"), "-o", str(out),
+                                                          "--jobs", "2"]], log, cwd=REPO_ROOT,
+                        progress=json_results(out), class_size=count))
+    dask = Way("kit: grade-all --scheduler (Dask, 2 workers)")
+    if not grade_all_supports("--scheduler"):
+        dask.skipped = "this grade-all has no --scheduler option"
+    else:
+        out = work / "out-dask"
+        try:
+            with DaskCluster(work / "dask") as cluster:
+                measure(dask, [[*kit, "grade-all", str(work / "class"), "-o", str(out), "--scheduler",
+                                cluster.address]], log, cwd=REPO_ROOT, also=cluster.pids, progress=json_results(out),
+                        class_size=count)
+        except RuntimeError as exc:  # the newest way: its failure should not cost the other rows
+            print(exc, file=sys.stderr)
+            dask.skipped = f"failed ({str(exc).splitlines()[0][:80]})"
+            shutil.rmtree(out, ignore_errors=True)
+    ways.append(dask)
+    floor = measure_floor(repeats=5)
+
+    print(f"\n{count} notebooks, one run of each way, seconds per submission (wall time of the whole class / {count})")
+    print(format_table(ways, count))
+    print(format_notes(ways, floor))
+    print(_agreement(work))
     return 0
+
+
+def _agreement(work: Path) -> str:
+    """The kit's ways must give every student the same grade; a difference is printed, not hidden."""
+    by_way = {"nbgrader": scores_from_gradebook(Course(work / "kit"))}
+    for name in ("out-grade", "out-jobs", "out-dask"):
+        if (work / name).is_dir():
+            by_way[name] = scores_from_folder(work / name)
+    reference = by_way["out-grade"]
+    differing = {name: sorted(s for s in scores.keys() | reference.keys()
+                              if abs(scores.get(s, -1) - reference.get(s, -1)) > 1e-3)
+                 for name, scores in by_way.items()}
+    differing = {name: students for name, students in differing.items() if students}
+    if not differing:
+        return f"grades: the kit's {len(by_way)} ways agree on every submission"
+    return "grades DIFFER between the kit's ways: " + "; ".join(f"{k}: {v}" for k, v in differing.items())
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ import signal
 import sys
 from pathlib import Path
 
-from autograder.judge import JudgingInterrupted, interruption, raise_terminated
+from autograder.interrupts import JudgingInterrupted, interruption, raise_terminated
 from autograder.rubric import RubricError, load_rubric
-from autograder.sandbox import Limits, isolation_refused
+from autograder.sandbox import Limits, Zygote, isolation_refused
 
 USAGE_ERROR = 2  # a stopped run exits with JudgingInterrupted.exit_code: 130 (SIGINT), 143 (SIGTERM) or 1
 
@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     grade_all.add_argument("folder", type=Path)
     grade_all.add_argument("-o", "--output", type=Path, required=True, help="folder for results and grades.csv")
     grade_all.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded side by side (default 1)")
+    grade_all.add_argument("--scheduler", metavar="ADDRESS",
+                           help="grade on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786)")
     _add_limit_flags(grade_all)
     check = commands.add_parser("check-suite", help="grade the catalogue of known mistakes and correct variants: "
                                                     "the hidden suite's mutation score")
@@ -93,25 +95,29 @@ def _main(argv: list[str] | None) -> int:
         if value is not None and value <= 0:
             print(f"python -m autograder: error: {flag} must be positive", file=sys.stderr)
             return USAGE_ERROR
-    if not args.allow_unisolated and (refused := isolation_refused()):
+    # on a cluster the workers grade, and each checks its own sandbox
+    if not args.allow_unisolated and not getattr(args, "scheduler", None) and (refused := isolation_refused()):
         print(f"python -m autograder: error: this machine allows no sandbox ({refused}); "
               "--allow-unisolated grades without one", file=sys.stderr)
         return USAGE_ERROR
+    if args.command == "grade" or (args.jobs == 1 and not args.scheduler):
+        # this process grades: its zygote imports torch while this process imports the judge
+        Zygote.shared()
     if args.command == "grade":
         return _grade(args, rubric)
     return _grade_all(args, rubric)
 
 
 def _grade(args: argparse.Namespace, rubric) -> int:
-    from autograder.grading import grade_file
-    from autograder.results import gradescope, summary, write_json_atomic
+    from autograder.batch import grade_report
+    from autograder.results import summary, write_json_atomic
 
     if not args.submission.is_file():
         print(f"python -m autograder: error: {args.submission}: no such file", file=sys.stderr)
         return USAGE_ERROR
     try:
-        result = grade_file(args.submission, rubric, _limits(args))
-        write_json_atomic(args.output, gradescope(result))  # atomic: a signal during the write leaves no file
+        result, report = grade_report(args.submission, rubric, _limits(args))
+        write_json_atomic(args.output, report)  # atomic: a signal during the write leaves no file
     except (JudgingInterrupted, KeyboardInterrupt) as exc:
         return _stopped(exc, f"no grade written to {args.output}")
     print(summary(result))
@@ -130,8 +136,21 @@ def _grade_all(args: argparse.Namespace, rubric) -> int:
     if args.jobs < 1:
         print("python -m autograder: error: --jobs must be at least 1", file=sys.stderr)
         return USAGE_ERROR
+    if args.scheduler and args.jobs != 1:
+        print("python -m autograder: error: --jobs is for this machine; with --scheduler, workers grade "
+              "(dask worker --nworkers N)", file=sys.stderr)
+        return USAGE_ERROR
     try:
-        grade_all(args.folder, args.output, rubric, _limits(args), jobs=args.jobs)
+        if args.scheduler:
+            from autograder import cluster
+
+            try:
+                cluster.grade_all(args.folder, args.output, rubric, _limits(args), args.scheduler)
+            except cluster.ClusterUnusable as exc:
+                print(f"python -m autograder: error: {exc}", file=sys.stderr)
+                return USAGE_ERROR
+        else:
+            grade_all(args.folder, args.output, rubric, _limits(args), jobs=args.jobs)
     except (JudgingInterrupted, KeyboardInterrupt) as exc:
         return _stopped(exc, f"nothing recorded for the submissions in progress; the results in {args.output} "
                              "are kept, and a rerun grades the rest")

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import torch
 
-from autograder.judge import JudgingInterrupted, interruption, run_suite
+from autograder.fingerprint import cells_sha256
+from autograder.interrupts import JudgingInterrupted, interruption
+from autograder.judge import run_suite
 from autograder.remote import LoadReport, RemoteSubmission
 from autograder.rubric import PartScore, Rubric, score
 from autograder.sandbox import Limits
@@ -26,6 +28,7 @@ class GradeResult:
     max_score: float
     load: LoadReport = field(default_factory=LoadReport)
     unreadable: str = ""
+    cells_sha256: str = ""  # what was graded (autograder.fingerprint.cells_sha256); "" when nothing could be read
     printed: str = ""
     seconds: float = 0.0
 
@@ -78,7 +81,8 @@ def _grade_file(path: Path, rubric: Rubric, limits: Limits) -> GradeResult:
     torch.set_num_threads(1)  # references computed the same way whatever the machine
     result = GradeResult(as_text(path.name), file_sha256(path), rubric.assignment, [], rubric.max_score)
     try:
-        cells = read_cells(path)
+        cells = read_cells(path, rubric.skip_when_unchanged)
+        result.cells_sha256 = cells_sha256(cells)
     except UnreadableSubmission as exc:
         result.unreadable = as_text(str(exc))
         result.parts = score(rubric, run_suite(rubric.suite_files(), Unjudgeable(result.unreadable),

@@ -7,23 +7,46 @@ reported from the exception message alone.
 A grade is the outcome of every test the suite expects, or it is not a grade: a collected test that never
 reported fails as "not run", and a run that was stopped (Ctrl-C, SIGTERM, pytest stopping the session, a
 crash of the judge) raises JudgingInterrupted instead of returning outcomes.
+
+The suite is imported and collected once per process (SuiteSession) and then run against one submission
+after another, the way pytest's own loop runs its items: the last item of each run tears down every
+fixture, the session-scoped `student` included, so no check ever sees another submission's values.  A
+session that was stopped or crashed is closed and the next run starts from a fresh import.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
+import hashlib
 import io
 import os
-import signal
+import sys
+import threading
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import pytest
+from _pytest.config import ConftestImportFailure, _prepareconfig
+from _pytest.pathlib import CouldNotResolvePathError, module_name_from_path, resolve_pkg_root_and_module_name
 
+from autograder.interrupts import JudgingInterrupted, interruption
 from autograder.submission import StudentError, Submission, SubmissionBroken
 
 NOT_RUN = "not run: judging stopped before this check"
+MAX_SESSIONS = 8  # distinct suite sets kept warm in one process; a grader uses one, the kit's tests a few
+
+PYTEST_ARGS = [
+    "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist", "-p", "no:warnings",
+    # each installs a process-wide hook (sys.unraisablehook, threading.excepthook, faulthandler) for as long
+    # as the session lives, i.e. for the whole grading process, and the first two would report, as warnings
+    # in one submission's checks, what went wrong anywhere in the process since the last check
+    "-p", "no:unraisableexception", "-p", "no:threadexception", "-p", "no:faulthandler",
+    # captures log records into reports the judge never reads, attaching a handler to every non-propagating
+    # logger (torch has dozens) around every phase of every check: a tenth of a second per submission
+    "-p", "no:logging",
+    "--import-mode=importlib", "-q", "--no-header", "--tb=no", "-o", "addopts=", "-c", os.devnull]
 
 
 @dataclass
@@ -37,42 +60,6 @@ class Outcome:
 
 class SuiteError(Exception):
     """The hidden suite itself is broken (does not collect): an instructor's problem, never a student's."""
-
-
-class JudgingInterrupted(KeyboardInterrupt):
-    """Judging stopped before every expected test had an outcome: there is no grade, and nothing may be
-    recorded as one.  A KeyboardInterrupt, so that whatever handles Ctrl-C handles it (nbgrader removes the
-    notebook it was autograding, so a rerun grades it) and no `except Exception` carries on as if one
-    submission had merely failed."""
-
-    def __init__(self, reason: str, exit_code: int = 1) -> None:
-        super().__init__(reason, exit_code)  # both in args: it crosses from a worker process by pickling
-        self.reason = reason
-        self.exit_code = exit_code  # what the command line exits with: 128 + the signal's number, or 1
-
-    def __str__(self) -> str:
-        return self.reason
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt, so that pytest and every `finally` on the way
-    (closing the sandbox, removing a half-written file) handle both alike."""
-
-
-def raise_terminated(signum: int, frame: Any) -> None:
-    """A SIGTERM handler: `signal.signal(signal.SIGTERM, raise_terminated)`."""
-    raise Terminated()
-
-
-def interruption(exc: BaseException, doing: str = "") -> JudgingInterrupted:
-    """The JudgingInterrupted for `exc` (a signal's KeyboardInterrupt, or anything else that stopped the judge)."""
-    if isinstance(exc, Terminated):
-        return JudgingInterrupted(f"stopped by SIGTERM {doing}".strip(), 128 + signal.SIGTERM)
-    if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, pytest.Session.Interrupted):
-        return JudgingInterrupted(f"stopped by SIGINT {doing}".strip(), 128 + signal.SIGINT)
-    # pytest stopping the session (pytest.exit, a stop request) or a crash of the judge itself
-    what = str(exc).split("\n", 1)[0][:300]
-    return JudgingInterrupted(f"judging stopped {doing}".strip() + f" ({type(exc).__name__}{': ' * bool(what)}{what})")
 
 
 def _message(excinfo: Any) -> str:
@@ -94,16 +81,21 @@ def part_name(module: str) -> str:
 
 
 class _Collector:
-    def __init__(self, submission: Submission, part_names: Mapping[str, str]) -> None:
+    """The session's plugin: what collection found, and what the current run's checks reported."""
+
+    def __init__(self) -> None:
+        self.expected: dict[str, tuple[str, str]] = {}  # node id -> (module, name), in collection order
+        self.collection_errors: list[str] = []
+        self.items: list[pytest.Item] = []
+        self.begin(None, {})
+
+    def begin(self, submission: Submission | None, part_names: Mapping[str, str]) -> None:
         self.submission = submission
         self.part_names = part_names
-        self.expected: dict[str, tuple[str, str]] = {}  # node id -> (module, name), in collection order
-        self.outcomes: dict[str, Outcome] = {}          # node id -> outcome
-        self.collection_errors: list[str] = []
+        self.outcomes: dict[str, Outcome] = {}  # node id -> outcome
         self.started: set[str] = set()  # parts whose first test has begun
         self.current = ""               # the part being judged
-        self.all_parts: set[str] = set()
-        self.stopped_by: BaseException | None = None
+        self.all_parts = {self.part(item) for item in self.items}
 
     def part(self, item: pytest.Item) -> str:
         module = item.path.stem
@@ -116,7 +108,7 @@ class _Collector:
     @pytest.hookimpl(tryfirst=True)  # before any plugin deselects: a deselected test is expected all the same
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         self.expected = {item.nodeid: (item.path.stem, item.name) for item in items}
-        self.all_parts = {self.part(item) for item in items}
+        self.items = list(items)
 
     @pytest.hookimpl(tryfirst=True)  # before the test's fixtures compute anything on the submission
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -124,13 +116,13 @@ class _Collector:
         if part != self.current:
             self.current = part
             self.started.add(part)
-            self.submission.begin_part(part, len(self.all_parts - self.started) + 1)
+            self.student().begin_part(part, len(self.all_parts - self.started) + 1)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
         report = yield
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-            forbidden = tuple(sorted(self.submission.take_forbidden()))
+            forbidden = tuple(sorted(self.student().take_forbidden()))
             passed = report.outcome == "passed"
             message = "" if passed or call.excinfo is None else _message(call.excinfo)
             if report.outcome == "skipped":  # a skipped check would be a free point or a lost one: neither
@@ -142,27 +134,226 @@ class _Collector:
         if report.failed:
             self.collection_errors.append(f"{report.nodeid}: {report.longreprtext[-2000:]}")
 
-    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:  # also pytest.exit()
-        self.stopped_by = excinfo.value
-
-    def pytest_internalerror(self, excinfo: Any) -> None:  # a hook crashed: the judge itself is broken
-        self.stopped_by = excinfo.value
+    def student(self) -> Submission:
+        if self.submission is None:  # a check running outside run(): never judge it against anyone
+            raise RuntimeError("no submission is being judged")
+        return self.submission
 
     def results(self) -> list[Outcome]:
         return [self.outcomes.get(node) or Outcome(module, name, False, NOT_RUN)
                 for node, (module, name) in self.expected.items()]
 
 
-def _fixtures(submission: Submission) -> types.ModuleType:
-    """The `student` fixture, as a plugin module (pytest wants fixtures as plain functions)."""
+def _fixtures(collector: _Collector) -> types.ModuleType:
+    """The `student` fixture, as a plugin module (pytest wants fixtures as plain functions).  Session-scoped,
+    and torn down at the end of every run: each run asks the collector again."""
     plugin = types.ModuleType("autograder_student_fixture")
 
     @pytest.fixture(scope="session")
     def student() -> Submission:
-        return submission
+        return collector.student()
 
     plugin.student = student
     return plugin
+
+
+class _Discard(io.TextIOBase):
+    """Where pytest's own terminal output goes: nowhere, for as long as the session lives."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+_DISCARD = _Discard()
+
+
+@contextlib.contextmanager
+def _process_state_kept() -> Iterator[None]:
+    """pytest's capturing puts back, after every test, the sys.std* objects and file descriptors 0-2 that
+    were in place when the session was created, not those of this run's caller; and a check may change the
+    working directory.  Put back what the caller had, and send pytest's own output nowhere meanwhile."""
+    objects = sys.stdin, sys.stdout, sys.stderr
+    fds, cwd = {}, None
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):  # a daemon may run with some of them closed
+            fds[fd] = os.dup(fd)
+    with contextlib.suppress(OSError):
+        cwd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    sys.stdout = _DISCARD
+    try:
+        yield
+    finally:
+        for fd, copy in fds.items():
+            with contextlib.suppress(OSError):
+                os.dup2(copy, fd)
+            os.close(copy)
+        sys.stdin, sys.stdout, sys.stderr = objects
+        if cwd is not None:
+            with contextlib.suppress(OSError):
+                os.fchdir(cwd)
+            os.close(cwd)
+
+
+def _digest(files: Sequence[Path]) -> str:
+    """What the suite files hold: an edited suite is a different suite."""
+    h = hashlib.sha256()
+    for path in files:
+        h.update(os.fsencode(path) + b"\0")
+        try:
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+        except OSError as exc:  # collecting will say what is wrong with it
+            h.update(f"unreadable: {exc}".encode())
+    return h.hexdigest()
+
+
+def _forget_modules(files: Sequence[Path], root: Path) -> None:
+    """pytest's importlib mode returns whatever module sys.modules holds under the name it gives a file (an
+    earlier session's import of it, from before an edit; another suite's of the same name): a new session
+    imports its suites afresh."""
+    for path in files:
+        try:
+            name = resolve_pkg_root_and_module_name(path)[1]  # its name in its package
+        except CouldNotResolvePathError:
+            name = module_name_from_path(path, root)  # a file outside any package
+        sys.modules.pop(name, None)
+
+
+class SuiteSession:
+    """A hidden suite imported and collected once, then run against any number of submissions in turn.
+
+    The sequence is pytest's own (`_pytest.main.wrap_session` and `pytest_runtestloop`) cut in three:
+    configure, start and collect (here); run every item, the last one with nextitem=None so that every
+    fixture is torn down (`run`); finish and unconfigure (`close`).  A run that was stopped closes the
+    session: the next one starts from a fresh import."""
+
+    def __init__(self, suite_files: Sequence[Path]) -> None:
+        self.files = [Path(os.path.abspath(f)) for f in suite_files]
+        self.digest = _digest(self.files)
+        self.pid = os.getpid()
+        self.busy = False
+        self.closed = False
+        self.collector = _Collector()
+        self._started = False
+        args = [str(f) for f in self.files] + PYTEST_ARGS + ["--rootdir", str(self.files[0].parent)]
+        _forget_modules(self.files, self.files[0].parent)
+        with _process_state_kept():
+            try:
+                self.config = _prepareconfig(args, plugins=[self.collector, _fixtures(self.collector)])
+            except (pytest.UsageError, ConftestImportFailure) as exc:
+                self.closed = True
+                raise SuiteError(f"pytest exited with {pytest.ExitCode.USAGE_ERROR!r}: {exc}") from exc
+            try:
+                self.session = pytest.Session.from_config(self.config)
+                self.session.exitstatus = pytest.ExitCode.OK
+                self.config._do_configure()
+                self.config.hook.pytest_sessionstart(session=self.session)
+                self._started = True
+                self.config.hook.pytest_collection(session=self.session)
+                self._between_runs()
+            except pytest.UsageError as exc:  # a suite file that does not exist
+                self._discard()
+                raise SuiteError(f"pytest exited with {pytest.ExitCode.USAGE_ERROR!r}: {exc}") from exc
+            except BaseException as exc:  # a signal, or a crash of pytest or of the judge's plugin
+                self._discard()
+                raise interruption(exc, self.collector.doing()) from exc
+        if self.collector.collection_errors or not self.session.items:
+            self._discard()
+            raise SuiteError("; ".join(self.collector.collection_errors)
+                             or f"pytest exited with {pytest.ExitCode.NO_TESTS_COLLECTED!r}")
+        # the rewriting import hook is needed to import the suites only; left in place it would rewrite every
+        # test_*.py that the grading process imports later, for as long as the process lives
+        sys.meta_path[:] = [f for f in sys.meta_path if getattr(f, "config", None) is not self.config]
+
+    def run(self, submission: Submission, part_names: Mapping[str, str]) -> list[Outcome]:
+        """One outcome per collected test; JudgingInterrupted (and the session closed) when stopped."""
+        if self.closed or self.busy:
+            raise RuntimeError("this suite session is closed or already judging")
+        session, collector = self.session, self.collector
+        collector.begin(submission, part_names)
+        session.testsfailed = 0  # failures of this run only, as in a fresh session
+        for item in session.items:
+            item._report_sections.clear()  # what capturing attached to it in earlier runs
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.stats.clear()  # every report of every run otherwise
+        self.busy = True
+        try:
+            with _process_state_kept():
+                try:
+                    self.config.hook.pytest_runtestloop(session=session)
+                finally:
+                    self._between_runs()
+            return collector.results()
+        except session.Failed:  # a stop request (what --maxfail makes): the checks after it never ran
+            self._discard()     # and a session cannot be told to go on after one
+            return collector.results()
+        except BaseException as exc:  # a signal, pytest.exit, a crash: whatever ran is no grade
+            self._discard()
+            raise interruption(exc, collector.doing()) from exc
+        finally:
+            self.busy = False
+            collector.begin(None, {})
+
+    def _between_runs(self) -> None:
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        if capture is not None:  # stdin too, which pytest otherwise keeps captured until the session ends
+            capture.suspend_global_capture(in_=True)
+
+    def close(self) -> None:
+        """Finish the session (tearing down whatever fixtures are still set up) and unconfigure pytest."""
+        if self.closed:
+            return
+        self.closed = True
+        with _process_state_kept():
+            try:
+                if self._started:
+                    self.config.hook.pytest_sessionfinish(session=self.session, exitstatus=self.session.exitstatus)
+            finally:
+                self.config._ensure_unconfigure()
+
+    def _discard(self) -> None:
+        """Close after a stop or a crash: what fails while closing adds nothing to what is being reported."""
+        with contextlib.suppress(BaseException):
+            self.close()
+
+
+_sessions: dict[tuple[str, ...], SuiteSession] = {}  # by suite files, least recently used first
+_lock = threading.RLock()  # pytest's capturing and hooks are process-wide: one run at a time
+
+
+def _warm_session(suite_files: Sequence[Path]) -> SuiteSession:
+    """This process's session for these suite files, collected anew when one of them changed."""
+    key = tuple(os.path.abspath(f) for f in suite_files)
+    session = _sessions.pop(key, None)
+    if session is not None and session.pid != os.getpid():
+        session = None  # inherited through fork: its capture files are shared with the parent; leave them be
+    if session is not None and not session.busy and (session.closed or session.digest != _digest(session.files)):
+        session._discard()
+        session = None
+    if session is None:
+        session = SuiteSession(suite_files)
+    _sessions[key] = session
+    idle = [k for k, s in _sessions.items() if not s.busy]
+    for old in idle[:max(0, len(_sessions) - MAX_SESSIONS)]:
+        _sessions.pop(old)._discard()
+    return session
+
+
+@atexit.register
+def close_sessions() -> None:
+    """Close every warm session of this process: at exit, or to start cold."""
+    if not _lock.acquire(timeout=10):  # a thread still judging at exit: the process ends without closing
+        return
+    try:
+        while _sessions:
+            session = _sessions.pop(next(iter(_sessions)))
+            if session.pid == os.getpid():
+                session._discard()
+    finally:
+        _lock.release()
 
 
 def run_suite(suite_files: list[Path], submission: Submission,
@@ -171,21 +362,18 @@ def run_suite(suite_files: list[Path], submission: Submission,
     rubric part it checks (what `Submission.begin_part` is told); by default, `part_name`.
 
     Raises JudgingInterrupted when the run was stopped, SuiteError when the suite does not collect."""
-    collector = _Collector(submission, part_names or {})
-    args = [str(f) for f in suite_files] + [
-        "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist", "-p", "no:warnings",
-        "--import-mode=importlib", "-q", "--no-header", "--tb=no", "-o", "addopts=",
-        "--rootdir", str(suite_files[0].parent), "-c", os.devnull]
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            code = pytest.main(args, plugins=[collector, _fixtures(submission)])
+        with _lock:
+            session = _warm_session(suite_files)
+            if not session.busy:
+                return session.run(submission, part_names or {})
+            # run_suite from inside a check of another run of the same suite: a session of its own
+            nested = SuiteSession(suite_files)
+            try:
+                return nested.run(submission, part_names or {})
+            finally:
+                nested.close()
+    except (JudgingInterrupted, SuiteError):
+        raise
     except (KeyboardInterrupt, Exception) as exc:  # a signal or a crash outside pytest's session
-        raise interruption(exc, collector.doing()) from exc
-    # first: pytest stops the session on a collection error the way it stops on Ctrl-C
-    if collector.collection_errors or code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED):
-        raise SuiteError("; ".join(collector.collection_errors) or f"pytest exited with {code!r}")
-    if collector.stopped_by is not None:
-        raise interruption(collector.stopped_by, collector.doing()) from collector.stopped_by
-    if code in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
-        raise JudgingInterrupted(f"pytest stopped ({code.name}) {collector.doing()}")
-    return collector.results()
+        raise interruption(exc, "before any check ran") from exc

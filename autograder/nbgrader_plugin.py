@@ -6,9 +6,16 @@ test cell in the form nbgrader's SaveAutoGrades reads: full marks as plain outpu
 execute_result (nbgrader's partial-credit rule), no credit as an error output carrying the feedback.  A graded
 cell that matches no rubric part gets no credit either: nbgrader gives full points to a graded cell without
 output, so leaving it alone would hand out points nobody checked.
+
+With `reuse_results_from` set, a grade that `python -m autograder grade-all` already made stands in for
+grading: `<folder>/<student>.json` is used when it judged exactly the cells being graded (`cells_sha256`,
+after nbgrader has restored locked cells, so a student who edited one is graded afresh) against the same
+assignment (`assignment_fingerprint`: suites, rubric, kit, limits).  The cell outputs are then the ones a
+fresh grade writes.  Any other file there is ignored: malformed, foreign, or keyed otherwise.
 """
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,11 +23,12 @@ from typing import Any
 import nbformat
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Bool, Float, Int, Unicode
+from traitlets import Bool, Float, Int, List, Unicode
 
+from autograder.fingerprint import assignment_fingerprint, file_cells_sha256
 from autograder.grading import GradeResult, grade_file
-from autograder.results import summary
-from autograder.rubric import PartScore, load_rubric
+from autograder.results import from_gradescope, message_text, summary
+from autograder.rubric import PartScore, Rubric, load_rubric
 from autograder.sandbox import Limits, isolation_refused
 
 _DEFAULTS = Limits()
@@ -33,7 +41,8 @@ def _part_feedback(part: PartScore, result: GradeResult) -> str:
                      "this part asks you to build it yourself.")
     for test in part.tests:
         mark = "ok  " if test.score == test.max_score else "FAIL"
-        lines.append(f"[{mark}] {test.name}" + (f": {test.message}" if test.message and mark == "FAIL" else ""))
+        message = message_text(test.message)
+        lines.append(f"[{mark}] {test.name}" + (f": {message}" if message and mark == "FAIL" else ""))
     if part.score < part.part.points and (result.load.cell_errors or result.load.failure or result.unreadable):
         lines += ["", summary(result)]
     return "\n".join(lines)
@@ -91,23 +100,61 @@ class SandboxedGrading(NbGraderPreprocessor):
     memory_mb = Int(_DEFAULTS.memory_mb, help="Address-space limit of the submission's process.").tag(config=True)
     allow_unisolated = Bool(False, help="Grade even where this machine allows no sandbox (every result then "
                                         "says so).").tag(config=True)
+    reuse_results_from = List(Unicode(), help="Folders of `python -m autograder grade-all` results "
+                              "(<student>.json) to reuse instead of grading, when one judged the same cells "
+                              "against the same suites, rubric, kit and limits.").tag(config=True)
 
     def limits(self) -> Limits:
         return Limits(timeout=self.timeout, cell_timeout=self.cell_timeout, request_timeout=self.request_timeout,
                       memory_mb=self.memory_mb, isolate=not self.allow_unisolated)
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
-        if not self.allow_unisolated and (refused := isolation_refused()):
-            # no grade at all rather than a grade from an unisolated run: nbgrader reports the failure
-            raise RuntimeError(f"this machine allows no sandbox ({refused}); set "
-                               "c.SandboxedGrading.allow_unisolated = True to grade without one")
         rubric = load_rubric(self.assignment or resources["nbgrader"]["assignment"])
+        student = resources["nbgrader"]["student"]
         with tempfile.TemporaryDirectory(prefix="nbgrader-sandbox-") as tmp:
             path = Path(tmp) / f"{resources['nbgrader']['notebook']}.ipynb"
             nbformat.write(nb, str(path))
-            result = grade_file(path, rubric, self.limits())
+            result = self.reused(path, student, rubric)
+            if result is None:
+                if not self.allow_unisolated and (refused := isolation_refused()):
+                    # no grade at all rather than a grade from an unisolated run: nbgrader reports the failure
+                    raise RuntimeError(f"this machine allows no sandbox ({refused}); set "
+                                       "c.SandboxedGrading.allow_unisolated = True to grade without one")
+                result = grade_file(path, rubric, self.limits())
+                self.log.info("%s graded: %s / %s in %.1f s", student, result.score, result.max_score,
+                              result.seconds)
         for grade_id in write_verdicts(nb, result):
             self.log.warning("test cell %s matches no part of rubric %s: scored 0", grade_id, rubric.assignment)
-        self.log.info("%s graded: %s / %s in %.1f s", resources["nbgrader"]["student"], result.score,
-                      result.max_score, result.seconds)
         return nb, resources
+
+    def reused(self, path: Path, student: str, rubric: Rubric) -> GradeResult | None:
+        """The stored grade of exactly these cells against exactly this assignment, if a folder holds one."""
+        if not self.reuse_results_from or not student or "/" in student or student.startswith("."):
+            return None
+        cells = file_cells_sha256(path, rubric)
+        if not cells:
+            return None
+        fingerprint = assignment_fingerprint(rubric, self.limits())
+        for folder in self.reuse_results_from:
+            candidate = Path(folder) / f"{student}.json"
+            if not candidate.is_file():
+                continue
+            # instructor-written, yet possibly half-copied or from another tool: anything wrong means grading
+            try:
+                data = json.loads(candidate.read_text(encoding="utf-8"))
+                extra = data["extra_data"]
+                if extra.get("cells_sha256") != cells:
+                    self.log.info("%s: %s judged other cells: not reused", student, candidate)
+                    continue
+                if extra.get("assignment_fingerprint") != fingerprint:
+                    self.log.info("%s: %s was graded with a different version of the assignment: not reused",
+                                  student, candidate)
+                    continue
+                result = from_gradescope(data, rubric)
+            except Exception as exc:  # a bad file is never a reason to stop grading
+                self.log.warning("%s: ignored %s (%s: %s)", student, candidate, type(exc).__name__,
+                                 str(exc).split("\n", 1)[0][:200])
+                continue
+            self.log.info("%s reused: %s / %s from %s", student, result.score, result.max_score, candidate)
+            return result
+        return None

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import torch
 
 from autograder import protocol
-from autograder.judge import JudgingInterrupted
+from autograder.interrupts import JudgingInterrupted
 from autograder.sandbox import Limits, Sandbox, ZygoteFailed
 from autograder.submission import (ModuleHandle, ModuleInfo, Opaque, StudentError, Submission,
                                    SubmissionBroken)

@@ -1,4 +1,11 @@
-"""Reports: Gradescope's results.json format, written atomically."""
+"""Reports: Gradescope's results.json format, written atomically, and read back.
+
+results.json carries, besides Gradescope's fields, the key of the grade (the file's sha256, the graded cells'
+sha256 and the assignment's fingerprint, see autograder.fingerprint) and the exact verdicts: every test's
+unrounded score and its whole message, the cell errors the summary lists and the loading failure.  With
+them `from_gradescope` rebuilds a GradeResult that renders exactly as the original (Gradescope's rounded
+scores and clipped texts could not), so nbgrader can reuse a grade made by grade-all.
+"""
 from __future__ import annotations
 
 import json
@@ -9,10 +16,14 @@ from typing import Any
 
 from autograder.grading import GradeResult
 from autograder.protocol import UNISOLATED, clean_text
+from autograder.remote import LoadReport
+from autograder.rubric import PartScore, Rubric, TestScore
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+SUMMARY_CELL_ERRORS = 20  # what the summary lists, so all that a result needs to keep
 MAX_OUTPUT_CHARS = 4000
 MAX_LINE_CHARS = 500
+MAX_MESSAGE_CHARS = 20_000  # a check's message; the suites' longest are a few hundred characters
 
 
 def _round(value: float) -> float:
@@ -37,25 +48,29 @@ def summary(result: GradeResult) -> str:
         if part.forbidden:
             lines.append(f"    0 points: torch's own implementation was used ({_line(', '.join(part.forbidden))}); "
                          "this part asks you to build it yourself")
-    for error in result.load.cell_errors[:20]:
+    for error in result.load.cell_errors[:SUMMARY_CELL_ERRORS]:
         lines.append(f"Cell {_line(error.get('cell'), 20)} raised {_line(error.get('type'), 100)}: "
                      f"{_line(error.get('message'), 200)}")
     return "\n".join(lines)
 
 
-def gradescope(result: GradeResult) -> dict[str, Any]:
+def message_text(message: object) -> str:
+    """A check's message as reports and nbgrader's cells show it: clean text (it can quote the submission),
+    unclipped in practice.  Cleaning twice changes nothing, so a stored message renders as the original."""
+    return clean_text(message, MAX_MESSAGE_CHARS)
+
+
+def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_fingerprint: str = "") -> dict[str, Any]:
+    """Gradescope's results.json for `result`.  `cells_sha256` and `assignment_fingerprint` (see
+    autograder.fingerprint) say what was graded against what; "" (unknown) never matches, so a result
+    without them is never reused."""
     tests = []
     for part in result.parts:
         for test in part.tests:
-            output = test.message
-            if part.forbidden:
-                output = (f"0 points: torch's own implementation ({', '.join(part.forbidden)}) was used in this "
-                          f"part. {output}").strip()
-            output = clean_text(output, MAX_OUTPUT_CHARS)  # quotes the submission's messages and values
             tests.append({"name": f"{part.part.name}: {test.name}", "score": _round(test.score),
                           "max_score": _round(test.max_score),
                           "status": "passed" if test.score == test.max_score and test.max_score else "failed",
-                          "output": output, "visibility": "visible"})
+                          "output": _output(part, test), "visibility": "visible"})
     return {
         "score": result.score,
         "max_score": _round(result.max_score),
@@ -68,11 +83,106 @@ def gradescope(result: GradeResult) -> dict[str, Any]:
             "assignment": result.assignment,
             "submission": clean_text(result.submission, 255),  # a file name need not be UTF-8
             "submission_sha256": result.sha256,
+            "cells_sha256": cells_sha256,
+            "assignment_fingerprint": assignment_fingerprint,
             "parts": {p.part.name: {"score": _round(p.score), "max_score": p.part.points,
-                                    "forbidden_ops": list(p.forbidden)} for p in result.parts},
+                                    "forbidden_ops": list(p.forbidden), **_exact_verdicts(p)} for p in result.parts},
             "notices": [clean_text(n, MAX_LINE_CHARS) for n in result.load.notices],  # some come from the child
+            # as the summary shows them: all that rendering this result again needs
+            "unreadable": _line(result.unreadable),
+            "load_failure": _line(result.load.failure),
+            "cell_errors": [_cell_error(e) for e in result.load.cell_errors[:SUMMARY_CELL_ERRORS]],
         },
     }
+
+
+def _output(part: PartScore, test: TestScore) -> str:
+    output = test.message
+    if part.forbidden:
+        output = (f"0 points: torch's own implementation ({', '.join(part.forbidden)}) was used in this "
+                  f"part. {output}").strip()
+    return clean_text(output, MAX_OUTPUT_CHARS)  # quotes the submission's messages and values
+
+
+def _exact_verdicts(part: PartScore) -> dict[str, Any]:
+    """What the rounded scores and clipped outputs above lose: unrounded scores (they sum and print
+    differently) and whole messages; a message is null where the test's output is that message (most are),
+    so that results stay small."""
+    tests = []
+    for test in part.tests:
+        message = message_text(test.message)
+        tests.append([test.name, test.score, test.max_score, test.passed,
+                      None if message == _output(part, test) else message])
+    return {"exact_score": part.score, "tests": tests}
+
+
+def _cell_error(error: dict[str, Any]) -> dict[str, Any]:
+    cell = error.get("cell")
+    return {"cell": cell if type(cell) is int else _line(cell, 20), "type": _line(error.get("type"), 100),
+            "message": _line(error.get("message"), 200)}
+
+
+class NotAResult(ValueError):
+    """Not a results.json this kit wrote for this rubric: malformed, foreign or of another format version."""
+
+
+def _check(condition: bool, what: str) -> None:
+    if not condition:
+        raise NotAResult(what)
+
+
+def _is_number(value: object) -> bool:
+    return type(value) in (int, float)
+
+
+def _is_texts(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _test(part: str, stored: object, outputs: dict[str, Any]) -> TestScore:
+    _check(isinstance(stored, list) and len(stored) == 5 and isinstance(stored[0], str) and _is_number(stored[1])
+           and _is_number(stored[2]) and type(stored[3]) is bool and isinstance(stored[4], (str, type(None))),
+           f"a test of part {part} is not [name, score, max_score, passed, message]")
+    name, score, max_score, passed, message = stored
+    if message is None:  # the message is the test's Gradescope output
+        message = outputs.get(f"{part}: {name}")
+        _check(isinstance(message, str), f"test {part}: {name} has no output")
+    return TestScore(part, name, score, max_score, passed, message)
+
+
+def from_gradescope(data: Any, rubric: Rubric) -> GradeResult:
+    """The GradeResult `data` was made from, as far as reports and nbgrader's cell outputs show it (not its
+    printed output or seconds).  Raises NotAResult for anything `gradescope` did not write for `rubric`."""
+    extra = data.get("extra_data") if isinstance(data, dict) else None
+    _check(isinstance(extra, dict), "no extra_data object")
+    _check(extra.get("format_version") == FORMAT_VERSION, f"format_version is not {FORMAT_VERSION}")
+    _check(extra.get("assignment") == rubric.assignment, f"not a result for assignment {rubric.assignment}")
+    stored_parts = extra.get("parts")
+    _check(isinstance(stored_parts, dict) and set(stored_parts) == {p.name for p in rubric.parts},
+           "its parts are not the rubric's")
+    _check(isinstance(data.get("tests"), list) and all(isinstance(t, dict) for t in data["tests"]),
+           "tests are not a list of objects")
+    outputs = {t["name"]: t.get("output") for t in data["tests"] if isinstance(t.get("name"), str)}
+    parts = []
+    for part in rubric.parts:
+        stored = stored_parts[part.name]
+        _check(isinstance(stored, dict) and _is_number(stored.get("exact_score"))
+               and isinstance(stored.get("tests"), list) and _is_texts(stored.get("forbidden_ops")),
+               f"part {part.name} has no exact_score, tests or forbidden_ops")
+        tests = [_test(part.name, t, outputs) for t in stored["tests"]]
+        parts.append(PartScore(part, stored["exact_score"], tests, tuple(stored["forbidden_ops"])))
+    _check(_is_texts(extra.get("notices")), "notices are not a list of texts")
+    _check(all(isinstance(extra.get(k), str) for k in ("submission", "submission_sha256", "unreadable",
+                                                       "load_failure")),
+           "submission, submission_sha256, unreadable or load_failure is not text")
+    cell_errors = extra.get("cell_errors")
+    _check(isinstance(cell_errors, list) and all(isinstance(e, dict) for e in cell_errors),
+           "cell_errors are not a list of objects")
+    load = LoadReport()
+    load.notices, load.failure, load.cell_errors = extra["notices"], extra["load_failure"], cell_errors
+    return GradeResult(submission=extra["submission"], sha256=extra["submission_sha256"],
+                       assignment=rubric.assignment, parts=parts, max_score=rubric.max_score, load=load,
+                       unreadable=extra["unreadable"])
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

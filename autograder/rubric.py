@@ -6,21 +6,31 @@ torch's own implementation of a graded operation scores 0.  A part's structural 
 rubric: checks a constructor alone can pass) earn their points only when at least one of the part's behaviour
 checks (all its other checks) passed.
 
+`skip_when_unchanged` lists the grade_ids of instructor cells that grading does not need (plots): while a
+submission's cell is exactly the release's, it is not run (autograder/source_cells.py).  Each must be a
+locked code cell of the release notebook, which is what the submission is compared with.
+
 Rubrics and hidden suites live in the checkout, in `assignments/<name>/` at the repository root (the course
 root), outside the installed `autograder` package: installing the kit never makes them importable.
 """
 from __future__ import annotations
 
+import json
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
 
-from autograder.judge import Outcome
+from autograder.source_cells import code_text
+
+if TYPE_CHECKING:  # the judge imports pytest and torch; scoring needs neither
+    from autograder.judge import Outcome
 
 # the repository root (the checkout this engine runs from, as autograder.sandbox.ROOT; not
 # AUTOGRADER_COURSE_ROOT, which may point at a scratch course holding only source/)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENTS = REPO_ROOT / "assignments"
+RELEASES = REPO_ROOT / "release"  # the trusted release notebooks: release/<name>/<name>.ipynb
 
 
 class RubricError(Exception):
@@ -48,6 +58,8 @@ class Rubric:
     folder: Path
     parts: tuple[Part, ...]
     fine: tuple[str, ...] = ()  # torch functions students may use anywhere (the notebook's policy table)
+    # grade_id -> the release's source of each cell in `skip_when_unchanged`: not run while unchanged
+    skip_when_unchanged: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def forbidden_ops(self) -> tuple[str, ...]:
@@ -68,7 +80,9 @@ class Rubric:
         return {Path(p.suite).stem: p.name for p in self.parts}
 
 
-def load_rubric(assignment: str) -> Rubric:
+def load_rubric(assignment: str, notebook: Path | None = None) -> Rubric:
+    """`notebook` is the one whose cells `skip_when_unchanged` names: by default the committed release,
+    which submissions are compared with; the release generator checks the source notebook it releases."""
     folder = ASSIGNMENTS / assignment
     path = folder / "rubric.toml"
     if not ASSIGNMENTS.is_dir():
@@ -84,6 +98,7 @@ def load_rubric(assignment: str) -> Rubric:
                            frozenset(_names(p.get("structural", []))), tuple(_names(p.get("forbidden_ops", []))),
                            tuple(_names(p.get("off_limits", [])))) for p in data["parts"])
         rubric = Rubric(data.get("assignment", assignment), folder, parts, tuple(_names(data.get("fine", []))))
+        skippable = _names(data.get("skip_when_unchanged", []))
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
         raise RubricError(f"{path}: {type(exc).__name__}: {exc}") from None
     for part in parts:
@@ -95,12 +110,46 @@ def load_rubric(assignment: str) -> Rubric:
         if unknown:
             raise RubricError(f"{path}: part {part.name!r} lists structural checks that {part.suite} does not "
                               f"define: {', '.join(unknown)}")
+    if skippable:
+        notebook = notebook or RELEASES / assignment / f"{assignment}.ipynb"
+        rubric = replace(rubric, skip_when_unchanged=_locked_sources(path, notebook, skippable))
     return rubric
+
+
+def _locked_sources(path: Path, notebook: Path, grade_ids: list[str]) -> dict[str, str]:
+    """grade_id -> source of each listed cell of the notebook, which must be exactly one locked code cell
+    that is not a student's solution: skipping anything else would skip code the grade may depend on."""
+    try:
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RubricError(f"{path}: skip_when_unchanged needs the notebook {notebook}, which cannot be read "
+                          f"({type(exc).__name__}: {exc})") from None
+    sources = {}
+    for grade_id in grade_ids:
+        found = [c for c in cells if _nbgrader(c).get("grade_id") == grade_id]
+        if len(found) != 1:
+            raise RubricError(f"{path}: skip_when_unchanged names {grade_id!r}, but {notebook} has "
+                              f"{len(found) or 'no'} cells with that grade_id (one is needed)")
+        cell, meta = found[0], _nbgrader(found[0])
+        source = code_text(cell)
+        if cell.get("cell_type") != "code" or source is None:
+            raise RubricError(f"{path}: skip_when_unchanged names {grade_id!r}, which is not a code cell in "
+                              f"{notebook}")
+        if meta.get("locked") is not True or meta.get("solution"):
+            raise RubricError(f"{path}: skip_when_unchanged names {grade_id!r}, which is not a locked cell in "
+                              f"{notebook} (only the instructor's locked cells may be skipped)")
+        sources[grade_id] = source
+    return sources
+
+
+def _nbgrader(cell: Any) -> dict[str, Any]:
+    meta = cell.get("metadata", {}).get("nbgrader", {}) if isinstance(cell, dict) else {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def _names(value: object) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
-        raise TypeError("structural, forbidden_ops, off_limits and fine must be lists of names")
+        raise TypeError("structural, forbidden_ops, off_limits, fine and skip_when_unchanged must be lists of names")
     return value
 
 

@@ -8,6 +8,12 @@ Nothing here compiles the student's code: compile() of a hostile file can take g
 parser's stack, so syntax errors are found by the sandboxed child and reported as errors of their cells.
 Every step here is linear in the file's size, and the size, the amount of code and the number of cells
 are bounded.
+
+Cells that need not run when grading are replaced by a `pass` stand-in, so cell numbers stay the notebook's
+own: nbgrader's autograded check cells (the hidden suite takes their place), and the instructor's cells that
+the rubric lists in `skip_when_unchanged` (plots, say) while they are exactly the release's.  Whether such a
+cell is unchanged is decided here against the trusted release's source, never from the submission's
+metadata: a student who edits one gets it run, because it is their code then.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ import json
 import re
 import stat
 from pathlib import Path
+from typing import Any, Mapping
 
 from autograder.protocol import clean_text, loads
 
@@ -34,6 +41,7 @@ CELL_MARKER = re.compile(r"^# %%.*$", re.MULTILINE)
 
 
 CHECK_CELL_STANDIN = "pass  # a check cell: the hidden suite takes its place when grading\n"
+UNCHANGED_CELL_STANDIN = "pass  # an instructor's cell, unchanged from the release, that grading does not need\n"
 
 
 class UnreadableSubmission(Exception):
@@ -76,7 +84,26 @@ def _is_check_cell(cell: dict) -> bool:
     return isinstance(nbgrader, dict) and nbgrader.get("grade") is True and nbgrader.get("solution") is not True
 
 
-def _notebook_sources(name: str, text: str) -> list[str]:
+def code_text(cell: dict[str, Any]) -> str | None:
+    """A notebook code cell's source as one text with Unix line ends, as it is compared and run; None when
+    its source is not text."""
+    source = cell.get("source", "")
+    if isinstance(source, list):
+        source = "".join(s for s in source if isinstance(s, str))
+    return _unix_newlines(source) if isinstance(source, str) else None
+
+
+def _is_unchanged(cell: dict, source: str, unchanged_may_skip: Mapping[str, str]) -> bool:
+    """The cell carries the grade_id of a cell that may be skipped and exactly that cell's released source.
+    The grade_id alone proves nothing (the student wrote the metadata too), the source match does: a cell
+    skipped this way is the instructor's code, wherever it sits."""
+    metadata = cell.get("metadata")
+    nbgrader = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    grade_id = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
+    return isinstance(grade_id, str) and unchanged_may_skip.get(grade_id) == source
+
+
+def _notebook_sources(name: str, text: str, unchanged_may_skip: Mapping[str, str]) -> list[str]:
     _check_json_size(name, text)
     try:
         data = loads(text, MAX_NOTEBOOK_DEPTH, MAX_NOTEBOOK_INT_DIGITS)
@@ -90,13 +117,13 @@ def _notebook_sources(name: str, text: str) -> list[str]:
     for cell in data["cells"]:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        source = cell.get("source", "")
-        if isinstance(source, list):
-            source = "".join(s for s in source if isinstance(s, str))
+        source = code_text(cell)
         if _is_check_cell(cell):  # kept as a cell, so cell numbers stay the notebook's own
             source = CHECK_CELL_STANDIN
-        if isinstance(source, str):
-            sources.append(_unix_newlines(source))
+        elif source is not None and _is_unchanged(cell, source, unchanged_may_skip):
+            source = UNCHANGED_CELL_STANDIN
+        if source is not None:
+            sources.append(source)
             chars += len(sources[-1])
             _check_amount(name, len(sources), chars)
     if not sources:
@@ -144,13 +171,19 @@ def _read_text(path: Path, name: str) -> str:
     return text
 
 
-def read_cells(path: Path) -> list[str]:
+def read_cells(path: Path, unchanged_may_skip: Mapping[str, str] | None = None) -> list[str]:
+    """The code cells the child runs.  `unchanged_may_skip` maps grade_ids to the release's source of cells
+    that grading does not need (`Rubric.skip_when_unchanged`); a notebook cell with that grade_id and exactly
+    that source becomes a stand-in.  A .py file has no grade_ids, so every cell of it runs."""
     # a file name can hold bytes that are not UTF-8, escape sequences, line breaks
     name = clean_text(path.name, 200).replace("\n", " ").replace("\t", " ")
     if path.suffix not in (".ipynb", ".py"):
         raise UnreadableSubmission(f"{name}: a submission is a .ipynb notebook or a .py file")
     text = _read_text(path, name)
-    sources = _notebook_sources(name, text) if path.suffix == ".ipynb" else _python_sources(name, text)
+    if path.suffix == ".ipynb":
+        sources = _notebook_sources(name, text, unchanged_may_skip or {})
+    else:
+        sources = _python_sources(name, text)
     cells = [c for c in (neutralise(s) for s in sources) if c is not None]
     if not cells:
         raise UnreadableSubmission(f"{name} has no code cells in Python (only cell magics such as %%bash)")

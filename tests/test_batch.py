@@ -1,9 +1,12 @@
 """grade-all: both layouts, results written as they are made, a killed or stopped batch resumed without
-regrading, and student ids that are text whatever bytes the file names hold."""
+regrading, results kept only for the same file and the same assignment, a progress bar on a terminal only,
+and student ids that are text whatever bytes the file names hold."""
 from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
@@ -11,6 +14,7 @@ import time
 
 import pytest
 
+from autograder.batch import STALE_ASSIGNMENT
 from autograder.samples import UNBIASED_VARIANCE, student_notebook, write_notebook
 from conftest import REPO, run_cli
 from test_cli import JUDGING_SETTLES, slow_notebook, start_cli, wait_for
@@ -59,8 +63,64 @@ def test_changed_submission_is_regraded(tmp_path):
     assert run_cli("grade-all", folder, "-o", out).returncode == 0
     write_notebook(student_notebook([UNBIASED_VARIANCE]), path)
     done = run_cli("grade-all", folder, "-o", out)
-    assert "already graded" not in done.stderr
+    assert "s: the submission changed since it was graded: regraded" in done.stderr
     assert not (out / "grades.csv").read_text().splitlines()[1].startswith("s,100,")
+
+
+def unreadable_class(folder):
+    """Files that are not notebooks: each is graded (0 points) in a moment, which is all these tests need."""
+    folder.mkdir()
+    for student in ("a", "b"):
+        (folder / f"{student}.ipynb").write_text(f"{student} handed in no notebook")
+    return folder
+
+
+def test_a_result_is_kept_only_for_the_same_file_graded_against_the_same_assignment(tmp_path):
+    folder, out = unreadable_class(tmp_path / "class"), tmp_path / "out"
+    first = run_cli("grade-all", folder, "-o", out)
+    assert first.returncode == 0, first.stderr
+    # no terminal: one plain line per submission, no progress bar drawn into the log
+    assert [line.split(": ")[0] for line in first.stderr.splitlines()] == ["a", "b"], first.stderr
+
+    tampered = json.loads((out / "b.json").read_text())
+    tampered["extra_data"]["assignment_fingerprint"] = "0" * 64
+    (out / "b.json").write_text(json.dumps(tampered))
+    rerun = run_cli("grade-all", folder, "-o", out)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "a: already graded, kept" in rerun.stderr
+    assert f"b: {STALE_ASSIGNMENT}: regraded" in rerun.stderr
+
+    other_limits = run_cli("grade-all", folder, "-o", out, "--timeout", "100")  # a limit is part of the assignment
+    assert other_limits.returncode == 0, other_limits.stderr
+    assert "already graded" not in other_limits.stderr
+    assert all(f"{s}: {STALE_ASSIGNMENT}: regraded" in other_limits.stderr for s in "ab"), other_limits.stderr
+    assert "already graded, kept" in run_cli("grade-all", folder, "-o", out, "--timeout", "100").stderr
+
+
+def test_a_terminal_gets_a_progress_bar(tmp_path):
+    folder, out = unreadable_class(tmp_path / "class"), tmp_path / "out"
+    terminal, stderr = pty.openpty()  # a pseudo-terminal reporting no size, as under `script` or some CI runners
+    batch = subprocess.Popen([sys.executable, "-m", "autograder", "grade-all", str(folder), "-o", str(out),
+                              "--jobs", "2"], cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=stderr)
+    os.close(stderr)
+    shown, deadline = b"", time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:
+            if select.select([terminal], [], [], 1)[0]:
+                try:
+                    chunk = os.read(terminal, 65536)
+                except OSError:  # EIO: every process writing to the terminal has exited
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+    finally:
+        os.close(terminal)
+    assert batch.wait(timeout=60) == 0, shown
+    text = shown.decode(errors="replace")
+    assert "2/2" in text and "grading: 100%" in text, text  # tqdm's count and bar
+    assert "a: 0 / 100" in text and "b: 0 / 100" in text  # the lines are still there, above the bar
 
 
 @pytest.mark.parametrize("signum, jobs", [(signal.SIGINT, 1), (signal.SIGTERM, 2)],
@@ -78,7 +138,9 @@ def test_a_signal_stops_the_batch_and_records_nothing_for_the_submission_in_prog
     assert stderr.strip().splitlines()[-1].startswith(f"python -m autograder: stopped by {signal.Signals(signum).name}")
     assert sorted(p.name for p in out.iterdir()) == ["a.json"]  # no b.json, no grades.csv, no half-written file
 
-    rerun = run_cli("grade-all", folder, "-o", out, "--request-timeout", "1")  # b's slow checks time out: quick
+    # the same limits (they are part of what a kept result must match); b now quick to grade
+    write_notebook(student_notebook(), folder / "b.ipynb")
+    rerun = run_cli("grade-all", folder, "-o", out, "--request-timeout", "30")
     assert rerun.returncode == 0, rerun.stderr
     assert "a: already graded, kept" in rerun.stderr and "b: " in rerun.stderr
     assert json.loads((out / "b.json").read_text())["extra_data"]["submission"] == "b.ipynb"

@@ -1,9 +1,14 @@
 """The judge in process, on tiny suites: a grade is the outcome of every expected test or it is not a grade,
-and the submission is told when each part begins.  Also the nbgrader verdict of a check cell no part checks."""
+and the submission is told when each part begins.  The warm session: a suite is imported and collected once
+per process, each submission gets fresh fixtures and its own outcomes, and a stopped run or an edited suite
+starts afresh.  Also the nbgrader verdict of a check cell no part checks."""
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -11,18 +16,23 @@ from nbgrader.utils import determine_grade
 
 from autograder import judge
 from autograder.grading import GradeResult, Unjudgeable
-from autograder.judge import NOT_RUN, JudgingInterrupted, Terminated, run_suite
+from autograder.interrupts import JudgingInterrupted, Terminated
+from autograder.judge import NOT_RUN, run_suite
 from autograder.nbgrader_plugin import write_verdicts
 from autograder.rubric import Part, PartScore, load_rubric
-from autograder.submission import Submission
+from autograder.submission import ModuleSubmission, Submission
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 class Recorder(Submission):
-    """Answers `call(name, value)` with value, raises what `raises` maps a name to, and logs every event."""
+    """Answers `call(name, value)` with value (or with what `answers` maps the name to), raises what `raises`
+    maps a name to, and logs every event."""
 
-    def __init__(self, raises: dict[str, BaseException] | None = None) -> None:
+    def __init__(self, raises: dict[str, BaseException] | None = None, answers: dict | None = None) -> None:
         super().__init__()
         self.raises = raises or {}
+        self.answers = answers or {}
         self.log: list[tuple] = []
 
     def names(self):
@@ -32,6 +42,8 @@ class Recorder(Submission):
         self.log.append(("call", function))
         if function in self.raises:
             raise self.raises[function]
+        if function in self.answers:
+            return self.answers[function]
         return args[0] if args else None
 
     def vjp(self, function, args, kwargs, cotangents):
@@ -68,15 +80,9 @@ SUITES = {
 
 @pytest.fixture
 def suites(tmp_path):
-    def forget() -> None:  # pytest's importlib mode reuses a module already imported under the same name
-        for name in SUITES:
-            sys.modules.pop(name.removesuffix(".py"), None)
-
-    forget()
     for name, source in SUITES.items():
         (tmp_path / name).write_text(textwrap.dedent(source))
-    yield [tmp_path / name for name in SUITES]
-    forget()
+    return [tmp_path / name for name in SUITES]
 
 
 def test_every_test_has_an_outcome_and_each_part_begins_before_its_first_test(suites):
@@ -143,18 +149,241 @@ def test_a_test_that_never_ran_fails_as_not_run(suites):
         assert not outcomes[never_ran].passed and outcomes[never_ran].message == NOT_RUN
 
 
-def test_a_deselected_test_fails_as_not_run(suites, monkeypatch):
-    class Deselect:
-        def pytest_collection_modifyitems(self, config, items):
+def test_a_deselected_test_fails_as_not_run(suites):
+    suites[0].with_name("conftest.py").write_text(textwrap.dedent("""
+        def pytest_collection_modifyitems(config, items):
             dropped = [item for item in items if item.name == "test_echo[2]"]
             items[:] = [item for item in items if item not in dropped]
             config.hook.pytest_deselected(items=dropped)
+    """))
+    for _ in range(2):
+        outcomes = {o.name: o for o in run_suite(suites, Recorder())}
+        assert len(outcomes) == 5 and outcomes["test_echo[1]"].passed
+        assert not outcomes["test_echo[2]"].passed and outcomes["test_echo[2]"].message == NOT_RUN
 
-    real_main = pytest.main
-    monkeypatch.setattr(judge.pytest, "main", lambda args, plugins: real_main(args, plugins=[*plugins, Deselect()]))
-    outcomes = {o.name: o for o in run_suite(suites, Recorder())}
-    assert len(outcomes) == 5 and outcomes["test_echo[1]"].passed
-    assert not outcomes["test_echo[2]"].passed and outcomes["test_echo[2]"].message == NOT_RUN
+
+def test_a_skipped_check_fails_as_skipped(tmp_path):
+    suite = tmp_path / "test_skips.py"
+    suite.write_text(textwrap.dedent("""
+        import pytest
+
+        @pytest.fixture
+        def unavailable():
+            pytest.skip("not today")
+
+        def test_skipped_in_its_body(student):
+            pytest.skip("not today")
+
+        def test_skipped_by_its_fixture(student, unavailable):
+            pass
+
+        def test_plain(student):
+            pass
+    """))
+    for _ in range(2):
+        outcomes = {o.name: (o.passed, o.message) for o in run_suite([suite], Recorder())}
+        assert outcomes == {"test_skipped_in_its_body": (False, "check was skipped"),
+                            "test_skipped_by_its_fixture": (False, "check was skipped"), "test_plain": (True, "")}
+
+
+# --- the warm session: one import and one collection per process -------------------------------------------
+
+COUNTING = """
+    import pathlib
+
+    import pytest
+
+    LOG = pathlib.Path(__file__).with_name("events.log")
+
+
+    def log(event):
+        with LOG.open("a") as f:
+            f.write(event + "\\n")
+
+
+    log("import")
+
+
+    def pytest_generate_tests(metafunc):  # pytest calls it while collecting each test function
+        log("collect " + metafunc.function.__name__)
+
+
+    @pytest.fixture(scope="session")
+    def seen(student):
+        log("setup")
+        yield student
+        log("teardown")
+
+
+    def test_same_submission(student, seen):
+        if seen is not student:
+            pytest.fail("a session fixture holds another submission")
+
+
+    def test_answer(student, seen):
+        value = student.call("answer", 42)
+        if value == "exit":
+            pytest.exit("enough", returncode=0)
+        if value != 42:
+            pytest.fail(f"got {value}")
+"""
+COLLECTED = ["import", "collect test_same_submission", "collect test_answer"]
+
+
+@pytest.fixture
+def counting(tmp_path):
+    (tmp_path / "test_counting.py").write_text(textwrap.dedent(COUNTING))
+    return [tmp_path / "test_counting.py"]
+
+
+def events(suite: list[Path]) -> list[str]:
+    log = suite[0].with_name("events.log")
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def verdicts(suite: list[Path], student: Submission) -> dict[str, tuple[bool, str]]:
+    return {o.name: (o.passed, o.message) for o in run_suite(suite, student)}
+
+
+RIGHT = {"test_same_submission": (True, ""), "test_answer": (True, "")}
+
+
+def test_a_suite_is_imported_and_collected_once_per_process(counting):
+    for _ in range(3):
+        assert verdicts(counting, Recorder()) == RIGHT
+    # and the session fixture set up and torn down for each submission
+    assert events(counting) == COLLECTED + ["setup", "teardown"] * 3
+    judge.close_sessions()  # a cold start imports and collects again
+    assert verdicts(counting, Recorder()) == RIGHT
+    assert events(counting) == COLLECTED + ["setup", "teardown"] * 3 + COLLECTED + ["setup", "teardown"]
+
+
+@pytest.mark.parametrize("order", [("right", "wrong"), ("wrong", "right")])
+def test_each_submission_gets_fresh_fixtures_and_its_own_outcomes(counting, order):
+    expected = {"right": RIGHT, "wrong": {**RIGHT, "test_answer": (False, "got 41")}}
+    for name in order + order:
+        student = Recorder(answers={"answer": 41} if name == "wrong" else {})
+        assert verdicts(counting, student) == expected[name], name
+        assert student.log == [("begin", "counting", 1), ("call", "answer")]
+    assert events(counting) == COLLECTED + ["setup", "teardown"] * 4
+
+
+def _stops(kind: str) -> Recorder:
+    if kind == "crash":
+        student = Recorder()
+        student.take_forbidden = lambda: 1 / 0  # the judge's own reporting hook fails
+        return student
+    if kind == "pytest.exit":
+        return Recorder(answers={"answer": "exit"})
+    return Recorder({"answer": KeyboardInterrupt() if kind == "SIGINT" else Terminated()})
+
+
+@pytest.mark.filterwarnings("ignore::pluggy.PluggyTeardownRaisedWarning")  # other plugins' wrappers see the crash
+@pytest.mark.parametrize("kind", ["SIGINT", "SIGTERM", "pytest.exit", "crash"])
+def test_a_stopped_run_closes_the_session_and_the_next_one_starts_afresh(counting, kind):
+    assert verdicts(counting, Recorder()) == RIGHT
+    with pytest.raises(JudgingInterrupted):
+        run_suite(counting, _stops(kind))
+    # the stopped run's fixtures were torn down, and the next run imports and collects the suite again
+    assert events(counting) == COLLECTED + ["setup", "teardown"] * 2
+    for _ in range(2):
+        assert verdicts(counting, Recorder()) == RIGHT
+    assert events(counting) == COLLECTED + ["setup", "teardown"] * 2 + COLLECTED + ["setup", "teardown"] * 2
+
+
+def test_an_edited_suite_is_collected_again(counting):
+    assert verdicts(counting, Recorder()) == RIGHT
+    counting[0].write_text(textwrap.dedent(COUNTING).replace("value != 42", "value != 43"))
+    for _ in range(2):
+        assert verdicts(counting, Recorder()) == {**RIGHT, "test_answer": (False, "got 42")}
+    assert events(counting) == COLLECTED + ["setup", "teardown"] + COLLECTED + ["setup", "teardown"] * 2
+
+
+def test_the_judge_prints_nothing_and_leaves_streams_and_directory_as_they_were(tmp_path, capfd):
+    suite = tmp_path / "test_noisy.py"
+    suite.write_text(textwrap.dedent("""
+        import os
+        import sys
+
+        import pytest
+
+        OFF = ["cacheprovider", "randomly", "xdist", "warnings", "logging", "faulthandler"]
+
+        def test_noisy(student, request):
+            print("to stdout")
+            print("to stderr", file=sys.stderr)
+            os.write(1, b"to fd 1")
+            os.write(2, b"to fd 2")
+            os.chdir("/")
+            on = [name for name in OFF if not request.config.pluginmanager.is_blocked(name)]
+            if on:
+                pytest.fail(f"plugins not disabled: {on}")
+    """))
+
+    def state():
+        return (sys.stdin, sys.stdout, sys.stderr, os.getcwd(),
+                [(os.fstat(fd).st_dev, os.fstat(fd).st_ino) for fd in (0, 1, 2)])
+
+    before = state()
+    for _ in range(2):
+        assert verdicts([suite], Recorder()) == {"test_noisy": (True, "")}
+        assert state() == before
+    assert capfd.readouterr() == ("", "")
+
+
+def test_sessions_close_cleanly_at_exit(counting):
+    counting[0].with_name("conftest.py").write_text(textwrap.dedent("""
+        import pathlib
+
+        def pytest_unconfigure(config):
+            with pathlib.Path(__file__).with_name("events.log").open("a") as f:
+                f.write("unconfigure\\n")
+    """))
+    script = textwrap.dedent("""
+        import atexit
+        import sys
+
+        atexit.register(lambda: print("printed after the judge closed its sessions"))  # handlers run last-in first-out
+        from autograder.judge import run_suite
+        from autograder.submission import Submission
+
+        class Answers(Submission):
+            def names(self):
+                return set()
+
+            def call(self, function, *args, **kwargs):
+                return args[0]
+
+            vjp = new = call
+
+        for _ in range(2):
+            print([o.passed for o in run_suite([sys.argv[1]], Answers())])
+    """)
+    done = subprocess.run([sys.executable, "-c", script, str(counting[0])], capture_output=True, text=True,
+                          timeout=300)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines() == ["[True, True]"] * 2 + ["printed after the judge closed its sessions"]
+    assert events(counting) == COLLECTED + ["setup", "teardown"] * 2 + ["unconfigure"]
+
+
+def test_warm_grades_equal_cold_grades_in_any_order():
+    """The real suites (the two quickest parts), on the reference and two broken variants."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from test_hidden_suites import _variant, fresh_reference, returns_none
+
+    def unbiased(module):
+        module.layer_norm = lambda x, w, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) / (
+            x.var(-1, keepdim=True, unbiased=True) + eps).sqrt() * w + b
+
+    files = [REPO / "assignments" / "transformer_block" / f"test_{part}.py" for part in ("layer_norm", "attention")]
+    modules = {"reference": fresh_reference(), "none": _variant(returns_none), "unbiased": _variant(unbiased)}
+    cold = {}
+    for name, module in modules.items():
+        judge.close_sessions()
+        cold[name] = run_suite(files, ModuleSubmission(module))
+    assert any(o.passed for o in cold["none"]) and not all(o.passed for o in cold["unbiased"])
+    for name in [*modules, *reversed(modules)]:
+        assert run_suite(files, ModuleSubmission(modules[name])) == cold[name], name
 
 
 # --- nbgrader: a graded cell that no rubric part checks ---------------------------------------------------

@@ -1,9 +1,13 @@
-"""The real nbgrader CLI in a temporary course and exchange, graded by the kit's preprocessor."""
+"""The real nbgrader CLI in a temporary course and exchange, graded by the kit's preprocessor, and reusing
+what grade-all graded."""
 from __future__ import annotations
 
 import csv
 import json
+import os
+import shutil
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -35,19 +39,62 @@ def graded_course(tmp_path_factory):
     return course, students, grades
 
 
-def test_gradebook_holds_exactly_the_cli_scores(graded_course, tmp_path):
-    course, students, grades_csv = graded_course
-    with grades_csv.open(newline="") as handle:
-        nbgrader_scores = {r["student_id"]: float(r["score"]) for r in csv.DictReader(handle)}
-    done = run_cli("grade-all", students["alice"].parent, "-o", tmp_path / "cli")
+@pytest.fixture(scope="module")
+def cli_results(graded_course, tmp_path_factory) -> Path:
+    """grade-all's results for the course's submissions (nbgrader's layout), graded by the CLI alone."""
+    course, _, _ = graded_course
+    out = tmp_path_factory.mktemp("cli") / "results"
+    done = run_cli("grade-all", course.root, "-o", out, "--jobs", "2")
     assert done.returncode == 0, done.stderr
-    with (tmp_path / "cli" / "grades.csv").open(newline="") as handle:
-        cli_scores = {r["student"]: float(r["score"]) for r in csv.DictReader(handle)}
+    return out
+
+
+def scores(grades_csv: Path, student_column: str = "student_id") -> dict[str, float]:
+    with grades_csv.open(newline="") as handle:
+        return {r[student_column]: float(r["score"]) for r in csv.DictReader(handle)}
+
+
+def test_gradebook_holds_exactly_the_cli_scores(graded_course, cli_results):
+    _, _, grades_csv = graded_course
+    nbgrader_scores, cli_scores = scores(grades_csv), scores(cli_results / "grades.csv", "student")
     assert nbgrader_scores["alice"] == cli_scores["alice"] == 100
     assert nbgrader_scores["carol"] == cli_scores["carol"] == 0
     assert 0 < nbgrader_scores["bob"] < 100
     assert nbgrader_scores["bob"] == pytest.approx(cli_scores["bob"], abs=1e-3)
-    assert nbgrader_scores["dave"] == nbgrader_scores["bob"]  # same file through zip_collect
+    assert nbgrader_scores["dave"] == nbgrader_scores["bob"] == cli_scores["dave"]  # same file through zip_collect
+
+
+def check_cell_outputs(course_root: Path, student: str) -> dict[str, list]:
+    notebook = json.loads((course_root / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
+    return {c["metadata"]["nbgrader"]["grade_id"]: c["outputs"] for c in notebook["cells"]
+            if c["cell_type"] == "code" and c["metadata"].get("nbgrader", {}).get("grade")}
+
+
+def test_autograde_reuses_grade_all_results_and_writes_what_a_fresh_grade_writes(graded_course, cli_results,
+                                                                                  tmp_path):
+    course, _, fresh_grades = graded_course
+    reuse, broken = tmp_path / "reuse", tmp_path / "broken"
+    shutil.copytree(cli_results, reuse)
+    broken.mkdir()
+    (broken / "dave.json").write_text('{"extra_data": ')  # first in line for dave: ignored, the next folder used
+    # carol's result becomes alice's full marks, keyed on carol's cells: proof that a result is read, not redone
+    planted = json.loads((reuse / "alice.json").read_text())
+    planted["extra_data"]["cells_sha256"] = json.loads((reuse / "carol.json").read_text())["extra_data"]["cells_sha256"]
+    (reuse / "carol.json").write_text(json.dumps(planted))
+    copy = Course(tmp_path / "course")  # a copy, so that the other tests here see the fresh grades
+    shutil.copytree(course.root, copy.root, symlinks=True)
+    copy.env["AUTOGRADER_REUSE_RESULTS"] = os.pathsep.join([str(broken), str(reuse)])
+
+    log = copy.nbgrader("autograde", ASSIGNMENT, "--force")
+    for student in ("alice", "bob", "carol", "dave"):
+        assert f"{student} reused: " in log, log[-3000:]
+    assert " graded: " not in log  # nothing graded again
+    assert f"dave: ignored {broken / 'dave.json'}" in log
+    copy.nbgrader("export", "--to", str(tmp_path / "grades.csv"))
+    fresh = scores(fresh_grades)
+    assert fresh["carol"] == 0 and scores(tmp_path / "grades.csv") == {**fresh, "carol": 100}
+    for student in ("alice", "bob", "dave"):
+        assert check_cell_outputs(copy.root, student) == check_cell_outputs(course.root, student)
 
 
 def test_feedback_explains_failures_without_hidden_source(graded_course):

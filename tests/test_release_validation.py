@@ -1,11 +1,16 @@
 """The source notebook is checked against the rubric before a release is generated: every autograded check
-cell's grade_id names a rubric part with the same points, and every part has exactly one such cell."""
+cell's grade_id names a rubric part with the same points, and every part has exactly one such cell.  The cells
+the rubric lets grading skip (`skip_when_unchanged`) must be locked code cells of the release."""
 from __future__ import annotations
 
 import json
+import shutil
+
+import pytest
 
 from autograder import release
-from autograder.rubric import Part, load_rubric
+from autograder import rubric as rubric_module
+from autograder.rubric import Part, RubricError, load_rubric
 
 PARTS = [Part("layer_norm", "Layer normalisation", 20, "test_layer_norm.py"),
          Part("attention", "Attention", 25, "test_attention.py")]
@@ -47,3 +52,63 @@ def test_the_real_source_notebook_matches_the_rubric():
     rubric = load_rubric(release.ASSIGNMENT)
     assert len(rubric.parts) == 5
     assert release.rubric_mismatches(notebook, rubric.parts, str(source)) == []
+
+
+def test_the_shipped_rubric_skips_the_two_plots_as_released():
+    skippable = load_rubric(release.ASSIGNMENT).skip_when_unchanged
+    assert set(skippable) == {"heads_plot", "gradient_plot"}
+    released = json.loads((release.REPO_ROOT / release.RELEASE_NOTEBOOK).read_text(encoding="utf-8"))
+    by_id = {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]) for c in released["cells"]}
+    assert skippable == {k: by_id[k] for k in skippable}
+
+
+@pytest.fixture
+def assignment_copy(tmp_path, monkeypatch):
+    """A copy of the assignment's rubric and suites whose rubric.toml a test rewrites; returns a function
+    that sets skip_when_unchanged and loads the rubric."""
+    folder = tmp_path / "assignments" / release.ASSIGNMENT
+    shutil.copytree(release.REPO_ROOT / "assignments" / release.ASSIGNMENT, folder,
+                    ignore=shutil.ignore_patterns("catalogue", "__pycache__"))
+    monkeypatch.setattr(rubric_module, "ASSIGNMENTS", folder.parent)
+    shipped = (folder / "rubric.toml").read_text(encoding="utf-8")
+    assert "\nskip_when_unchanged = " in shipped
+
+    def load(names: str, notebook=None):
+        text = "\n".join(f"skip_when_unchanged = {names}" if line.startswith("skip_when_unchanged =") else line
+                         for line in shipped.split("\n"))
+        (folder / "rubric.toml").write_text(text, encoding="utf-8")
+        return load_rubric(release.ASSIGNMENT, notebook)
+
+    return load
+
+
+@pytest.mark.parametrize("names, message", [
+    ('["heads_plot", "heads_plott"]', "skip_when_unchanged names 'heads_plott', but .*transformer_block.ipynb has "
+                                      "no cells with that grade_id"),
+    ('["layer_norm_function"]', "skip_when_unchanged names 'layer_norm_function', which is not a locked cell in "
+                                ".*transformer_block.ipynb"),
+    ('["heads_plot_intro"]', "skip_when_unchanged names 'heads_plot_intro', which is not a code cell"),
+    ('"heads_plot"', "must be lists of names"),
+])
+def test_a_listed_cell_that_is_missing_or_not_locked_in_the_release_is_a_one_line_error(assignment_copy, names,
+                                                                                        message):
+    with pytest.raises(RubricError, match=message) as info:
+        assignment_copy(names)
+    assert "\n" not in str(info.value) and "rubric.toml" in str(info.value)
+
+
+def test_the_release_generator_checks_the_list_against_the_notebook_it_releases(assignment_copy, tmp_path):
+    """A plot added to the source and to the list at once is not refused for missing from the old release."""
+    source = json.loads((release.REPO_ROOT / "source" / release.ASSIGNMENT / release.NOTEBOOK_NAME).read_text())
+    plot = next(c for c in source["cells"] if c["metadata"]["nbgrader"]["grade_id"] == "gradient_plot")
+    plot["metadata"]["nbgrader"]["grade_id"] = "new_plot"
+    path = tmp_path / release.NOTEBOOK_NAME
+    path.write_text(json.dumps(source), encoding="utf-8")
+    assert set(assignment_copy('["heads_plot", "new_plot"]', path).skip_when_unchanged) == {"heads_plot", "new_plot"}
+    release._require_rubric_match(path)  # what `python -m autograder.release write` checks first
+    with pytest.raises(RubricError, match="'new_plot', but .*release/transformer_block/transformer_block.ipynb"):
+        assignment_copy('["heads_plot", "new_plot"]')
+    plot["metadata"]["nbgrader"]["locked"] = False
+    path.write_text(json.dumps(source), encoding="utf-8")
+    with pytest.raises(RubricError, match="'new_plot', which is not a locked cell"):
+        assignment_copy('["new_plot"]', path)

@@ -164,3 +164,112 @@ def test_check_cells_are_not_run_but_keep_their_numbers(tmp_path):
     path = tmp_path / "n.ipynb"
     path.write_text(json.dumps(notebook))
     assert read_cells(path) == ["x = 1", CHECK_CELL_STANDIN, "y = 2", "z = 3"]
+
+
+# --- instructor cells that grading does not need (rubric.toml: skip_when_unchanged) ------------------------
+
+
+def _release_class_notebook():
+    """The reference solution in the release notebook, as a student hands it in."""
+    from autograder.samples import student_notebook
+
+    return student_notebook()
+
+
+def _cell_with(notebook, grade_id):
+    return next(c for c in notebook["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _text(cell):
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def _code_index(notebook, grade_id):
+    """The cell's number among the notebook's code cells: what read_cells returns it as."""
+    code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    return code.index(_cell_with(notebook, grade_id))
+
+
+def _read_graded(tmp_path, notebook):
+    from autograder.rubric import load_rubric
+
+    path = tmp_path / "s.ipynb"
+    path.write_text(json.dumps(notebook, indent=1))
+    return read_cells(path, load_rubric("transformer_block").skip_when_unchanged), read_cells(path)
+
+
+def test_unchanged_plot_cells_are_stand_ins_and_keep_their_numbers(tmp_path):
+    notebook = _release_class_notebook()
+    graded, everything = _read_graded(tmp_path, notebook)
+    assert len(graded) == len(everything)
+    for grade_id in ("heads_plot", "gradient_plot"):
+        index = _code_index(notebook, grade_id)
+        assert "matplotlib" in everything[index] and graded[index] == source_cells.UNCHANGED_CELL_STANDIN
+    # the locked setup cell and every solution cell run
+    assert graded[_code_index(notebook, "imports")] == everything[_code_index(notebook, "imports")]
+    assert graded[_code_index(notebook, "imports")].startswith("import math")
+    changed = [i for i, (a, b) in enumerate(zip(graded, everything)) if a != b]
+    assert len(changed) == 2
+
+
+def test_a_plot_cell_changed_by_one_character_runs(tmp_path):
+    notebook = _release_class_notebook()
+    cell = _cell_with(notebook, "heads_plot")
+    cell["source"] = _text(cell).replace("demo_heads, demo_len = 4, 8", "demo_heads, demo_len = 4, 9")
+    cell["metadata"]["nbgrader"]["checksum"] = "anything"  # the checksum is the student's bytes: never read
+    graded, everything = _read_graded(tmp_path, notebook)
+    index = _code_index(notebook, "heads_plot")
+    assert "demo_len = 4, 9" in graded[index] and graded[index] == everything[index]
+    assert graded[_code_index(notebook, "gradient_plot")] == source_cells.UNCHANGED_CELL_STANDIN
+
+
+def test_the_plot_grade_id_on_other_code_runs_and_metadata_alone_decides_nothing(tmp_path):
+    notebook = _release_class_notebook()
+    student = _cell_with(notebook, "input_grad_norm_function")
+    student["metadata"]["nbgrader"] = dict(_cell_with(notebook, "gradient_plot")["metadata"]["nbgrader"])
+    plot = _cell_with(notebook, "heads_plot")
+    plot["metadata"] = {}  # the plot's own code without its grade_id: nothing says it is the instructor's
+    graded, everything = _read_graded(tmp_path, notebook)
+    code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert graded[code.index(student)] == everything[code.index(student)]
+    assert graded[code.index(student)].startswith("def input_grad_norm")
+    assert graded[code.index(plot)] == everything[code.index(plot)]
+
+
+def test_an_unchanged_plot_cell_is_recognised_whatever_its_line_ends_and_line_split(tmp_path):
+    notebook = _release_class_notebook()
+    cell = _cell_with(notebook, "gradient_plot")
+    text = _text(cell)
+    cell["source"] = [line + "\r\n" for line in text.split("\n")[:-1]] + [text.split("\n")[-1]]
+    graded, _ = _read_graded(tmp_path, notebook)
+    assert graded[_code_index(notebook, "gradient_plot")] == source_cells.UNCHANGED_CELL_STANDIN
+
+
+def test_a_python_file_has_no_cells_to_skip(tmp_path):
+    from autograder.rubric import load_rubric
+
+    skippable = load_rubric("transformer_block").skip_when_unchanged
+    path = tmp_path / "s.py"
+    path.write_text("\n".join(f"# %%\n{source}" for source in skippable.values()))
+    assert read_cells(path, skippable) == read_cells(path)
+    assert all("matplotlib" in cell for cell in read_cells(path, skippable))
+
+
+def test_a_changed_plot_cell_that_defines_a_name_used_later_is_graded_with_it(tmp_path):
+    """End to end through the real grader: the student's own version of a plot cell runs, so code after it
+    that needs what it defines still works."""
+    from autograder.grading import grade_file
+    from autograder.rubric import load_rubric
+    from autograder.sandbox import Limits
+
+    notebook = _release_class_notebook()
+    plot = _cell_with(notebook, "heads_plot")
+    plot["source"] = _text(plot) + "\n\nFEED_FORWARD_ACTIVATION = nn.ReLU  # used by my TransformerBlock\n"
+    block = _cell_with(notebook, "transformer_block_class")
+    assert _text(block).count("nn.ReLU()") == 1
+    block["source"] = _text(block).replace("nn.ReLU()", "FEED_FORWARD_ACTIVATION()")
+    path = tmp_path / "s.ipynb"
+    path.write_text(json.dumps(notebook, indent=1))
+    result = grade_file(path, load_rubric("transformer_block"), Limits())
+    assert not result.load.cell_errors, result.printed
+    assert result.score == result.max_score == 100

@@ -17,6 +17,7 @@ ignored seed.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -27,6 +28,14 @@ from autograder import checks as C
 
 def _recipe(n_layers, residual, d_model, seed, dtype=torch.float32, *, x_first=False, loss="sum", tanh=True,
             activation=torch.tanh):
+    # the same for every submission: computed once per process (a float, so nothing can alter the cached
+    # value); torch's thread count and default dtype are part of the key because they could change its bits
+    return _recipe_once(n_layers, residual, d_model, seed, dtype, x_first, loss, tanh, activation,
+                        torch.get_num_threads(), torch.get_default_dtype())
+
+
+@functools.lru_cache(maxsize=None, typed=True)
+def _recipe_once(n_layers, residual, d_model, seed, dtype, x_first, loss, tanh, activation, threads, default_dtype):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if x_first:

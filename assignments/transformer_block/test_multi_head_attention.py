@@ -38,6 +38,7 @@ from autograder import checks as C
 F32, F64 = torch.float32, torch.float64
 
 
+
 def _expected_shapes(d_model, bias=True):
     shapes = {}
     for name in C.MHA_PROJECTIONS:
@@ -97,6 +98,7 @@ def _manual(x, state, num_heads, *, causal, split="ok", scale_by="head", use_wo=
     return lin("Wo", o) if use_wo else o
 
 
+@C.once
 def _mistakes(x, state, num_heads, causal):
     out = [
         ("your output matches splitting heads with .view(batch, num_heads, seq_len, d_head), which mixes "
@@ -133,10 +135,15 @@ def _build(student, d_model, num_heads, state, dtype=F32, **kwargs):
     return module
 
 
+@C.once
+def _expected(x, state, num_heads, bias, causal, float_mask):
+    return C.reference_tolerance(_reference(x, state, num_heads, bias=bias, causal=causal, float_mask=float_mask),
+                                 x.dtype)
+
+
 def _compare(module, x, state, num_heads, *, causal, bias=True, float_mask=False, pass_flag=True):
     out = module(x, causal=causal) if (causal or pass_flag) else module(x)
-    expected, atol = C.reference_tolerance(_reference(x, state, num_heads, bias=bias, causal=causal,
-                                                      float_mask=float_mask), x.dtype)
+    expected, atol = _expected(x, state, num_heads, bias, causal, float_mask)
     C.assert_close(out, expected, what=f"{module.label} forward (causal={causal})", atol=atol, dtype=x.dtype,
                    inputs={"x": x, "causal": causal, "weights": "random"},
                    mistakes=_mistakes(x, state, num_heads, causal))

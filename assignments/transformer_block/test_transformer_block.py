@@ -43,6 +43,7 @@ F32, F64 = torch.float32, torch.float64
 CONFIGS = [(8, 2, 16, 2, 5), (6, 3, 10, 1, 5), (8, 1, 12, 2, 8), (6, 6, 12, 2, 4)]
 
 
+
 def _expected_shapes(d, d_ff):
     shapes = {f"attn.{n}.{p}": ((d, d) if p == "weight" else (d,)) for n in C.MHA_PROJECTIONS
               for p in ("weight", "bias")}
@@ -106,6 +107,7 @@ def _manual_block(x, state, h, d_ff, norm_first, causal, *, from_normed=False, a
         return layer.norm2(x * ffn_residual + ffn(x))
 
 
+@C.once
 def _mistakes(x, state, h, d_ff, norm_first, causal):
     def variant(st=state, nf=norm_first, c=causal):
         return _reference(x, st, h, d_ff, nf, c)(F64)
@@ -154,9 +156,14 @@ def _build(student, d, h, d_ff, norm_first, state, dtype=F32, pass_norm_first=Tr
     return module
 
 
+@C.once
+def _expected(x, state, h, d_ff, norm_first, causal, float_mask):
+    return C.reference_tolerance(_reference(x, state, h, d_ff, norm_first, causal, float_mask), x.dtype)
+
+
 def _compare(module, x, state, h, d_ff, norm_first, causal, float_mask=False, pass_flag=True):
     out = module(x, causal=causal) if (causal or pass_flag) else module(x)
-    expected, atol = C.reference_tolerance(_reference(x, state, h, d_ff, norm_first, causal, float_mask), x.dtype)
+    expected, atol = _expected(x, state, h, d_ff, norm_first, causal, float_mask)
     C.assert_close(out, expected, what=f"{module.label} forward (causal={causal})", atol=atol, dtype=x.dtype,
                    inputs={"x": x, "causal": causal, "weights": "random, LayerNorm weights/biases included"},
                    mistakes=_mistakes(x, state, h, d_ff, norm_first, causal))
@@ -265,6 +272,23 @@ def test_block_causal_has_no_future_dependence(student):
                               what="two stacked blocks with causal=False (float64)")
 
 
+@C.once
+def _stack_reference(states, x, projection, d, h, d_ff):
+    """The input gradient of (stack(x) * projection).sum() through pre-norm torch layers with these states:
+    (float64 reference, allowed error for float32, relative error of the float32 reference)."""
+    def reference(dt):
+        layers = [_torch_layer(st, d, h, d_ff, True, dt) for st in states]
+        xs = x.to(dt).requires_grad_()
+        out = xs
+        for layer in layers:
+            out = layer(out)
+        return torch.autograd.grad((out * projection.to(dt)).sum(), xs)[0]
+
+    expected, atol = C.reference_tolerance(reference, F32)
+    rel32 = float((reference(F32).double() - expected).norm()) / float(expected.norm())
+    return expected, atol, rel32
+
+
 def test_block_deep_pre_norm_stack_input_gradient(student):
     """The input gradient through 12 stacked pre-norm TransformerBlocks (loss: a random projection of the
     output) matches the gradient through 12 torch.nn.TransformerEncoderLayer(norm_first=True) with the same
@@ -287,17 +311,8 @@ def test_block_deep_pre_norm_stack_input_gradient(student):
                    f"is the output detached from the input?")
         grad = C.expect_tensor(grads[0][0], what=f"input gradient of block {i} of the stack", shape=(b, s, d))
 
-    def reference(dt):
-        layers = [_torch_layer(st, d, h, d_ff, True, dt) for st in states]
-        xs = x.to(dt).requires_grad_()
-        out = xs
-        for layer in layers:
-            out = layer(out)
-        return torch.autograd.grad((out * projection.to(dt)).sum(), xs)[0]
-
-    expected, atol = C.reference_tolerance(reference, F32)
+    expected, atol, rel32 = _stack_reference(states, x, projection, d, h, d_ff)
     ref_norm = float(expected.norm())
-    rel32 = float((reference(F32).double() - expected).norm()) / ref_norm
     band = max(1e-3, C.DEFAULT_FACTOR * rel32)
     got = grad.detach().double()
     ratio = float(got.norm()) / ref_norm

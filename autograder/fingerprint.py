@@ -1,0 +1,76 @@
+"""What a grade depends on, as hashes: a stored grade may stand in for a new one only when both match.
+
+A grade is a function of two things.  The cells that ran (`cells_sha256`: the cells as `read_cells` returns
+them, so what nbgrader restores or the reader neutralises counts, and a notebook's outputs do not), and the
+assignment it was judged against (`assignment_fingerprint`: the hidden suites, the rubric, the kit's engine
+source and the limits).  Change any of these and the old grade says nothing about the new one.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+from pathlib import Path
+
+from autograder.rubric import Rubric
+from autograder.sandbox import Limits
+from autograder.source_cells import UnreadableSubmission, read_cells
+
+ENGINE = Path(__file__).resolve().parent
+
+
+def _add(digest: "hashlib._Hash", label: str, data: bytes) -> None:
+    # label and length first, so that no two different sets of inputs feed the same bytes to the hash
+    digest.update(f"{label}\0{len(data)}\0".encode("utf-8", "backslashreplace"))
+    digest.update(data)
+
+
+@functools.cache
+def engine_digest() -> bytes:
+    """The kit's version: every .py of the engine, by relative path.  Cached per process, which also runs
+    the code it read when it first imported the engine."""
+    digest = hashlib.sha256()
+    files = sorted((p for p in ENGINE.rglob("*.py") if p.is_file() and not p.name.startswith(".")),
+                   key=lambda p: p.relative_to(ENGINE).as_posix())
+    for path in files:
+        _add(digest, path.relative_to(ENGINE).as_posix(), path.read_bytes())
+    return digest.digest()
+
+
+def _limits_json(limits: Limits) -> bytes:
+    # 180 and 180.0 are the same limit, whether it came from a flag, nbgrader's traits or the defaults
+    values = {k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+              for k, v in dataclasses.asdict(limits).items()}
+    return json.dumps(values, sort_keys=True).encode("ascii")
+
+
+def assignment_fingerprint(rubric: Rubric, limits: Limits) -> str:
+    """The hidden suites, the rubric (its file, and the release cells it skips while unchanged), the kit's
+    engine and the limits, as one sha256.  Suites and rubric are read on every call (a few kB), so an edited
+    suite changes it at once."""
+    digest = hashlib.sha256()
+    _add(digest, "kit", engine_digest())
+    _add(digest, "rubric", (rubric.folder / "rubric.toml").read_bytes())
+    # the release's source of the cells grading skips while unchanged: it decides which cells run
+    _add(digest, "skipped cells", json.dumps(sorted(rubric.skip_when_unchanged.items())).encode("ascii"))
+    for part, path in zip(rubric.parts, rubric.suite_files()):
+        _add(digest, f"suite {part.suite}", path.read_bytes())
+    _add(digest, "limits", _limits_json(limits))
+    return digest.hexdigest()
+
+
+def cells_sha256(cells: list[str]) -> str:
+    """The hash of what is actually graded: the cells as `autograder.source_cells.read_cells` returns them."""
+    # ASCII JSON: a list's boundaries are unambiguous and a lone surrogate cannot make encoding fail
+    return hashlib.sha256(json.dumps(cells, ensure_ascii=True).encode("ascii")).hexdigest()
+
+
+def file_cells_sha256(path: Path, rubric: Rubric) -> str:
+    """`cells_sha256` of a submission file, read as grading against `rubric` reads it (its unchanged
+    instructor cells become stand-ins); "" for a file that cannot be read as a submission (nothing was run,
+    so there is nothing a stored grade could stand in for)."""
+    try:
+        return cells_sha256(read_cells(path, rubric.skip_when_unchanged))
+    except UnreadableSubmission:
+        return ""
