@@ -17,10 +17,10 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m autograder.demo
+	$(BIN)/python -m autograder.authoring.demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
 
 benchmark: $(STAMP)
-	$(BIN)/python -m autograder.benchmark
+	$(BIN)/python -m autograder.authoring.benchmark

@@ -5,6 +5,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
                                     IgnorePattern, LimitOutput, SaveAutoGrades)
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 
+from autograder.host.limits import BadLimit, from_environment as limits_from_environment
 from autograder.nbgrader_plugin import SandboxedGrading
 
 c = get_config()  # noqa: F821 (nbgrader supplies get_config)
@@ -25,15 +26,16 @@ c.Autograde.autograde_preprocessors = [
     SandboxedGrading, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
     AssignLatePenalties, CheckCellMetadata,
 ]
-# Sandbox limits (defaults in autograder.sandbox.Limits; see the README's Limits table), e.g.
-#   c.SandboxedGrading.timeout = 180          wall seconds per submission
-#   c.SandboxedGrading.cell_timeout = 30      wall seconds per notebook cell
-#   c.SandboxedGrading.request_timeout = 20   wall seconds per request (one forward, one backward)
-#   c.SandboxedGrading.memory_mb = 2048       address space of the submission's process
-#   c.SandboxedGrading.allow_unisolated = False   True grades where the machine allows no sandbox
-for variable, trait, kind in [("AUTOGRADER_TIMEOUT", "timeout", float), ("AUTOGRADER_MEMORY_MB", "memory_mb", int)]:
-    if variable in os.environ:
-        setattr(c.SandboxedGrading, trait, kind(os.environ[variable]))
+# Sandbox limits: each is a trait of SandboxedGrading and an AUTOGRADER_* environment variable, generated
+# from autograder/host/limits.py (defaults and meaning there, and in the README's Limits table), e.g.
+#   c.SandboxedGrading.timeout = 180              or AUTOGRADER_TIMEOUT=180
+#   c.SandboxedGrading.memory_mb = 2048           or AUTOGRADER_MEMORY_MB=2048
+#   c.SandboxedGrading.allow_unisolated = True    or AUTOGRADER_ALLOW_UNISOLATED=1
+try:
+    for trait, value in limits_from_environment(os.environ).items():
+        setattr(c.SandboxedGrading, trait, value)
+except BadLimit as exc:
+    raise SystemExit(f"nbgrader_config.py: {exc}") from None
 # Reuse the results of `python -m autograder grade-all` instead of grading again, when one judged the same
 # cells against the same suites, rubric, kit and limits (see the README), e.g.
 #   c.SandboxedGrading.reuse_results_from = ["results/transformer_block"]

@@ -2,6 +2,6 @@
 catalogue of known mistakes.  Never installed and never released: importable only from the checkout root.
 
 The `__init__.py` files make each assignment a package, so the catalogue imports as
-`assignments.<name>.catalogue` (autograder.check_suite, the kit's tests) and pytest's importlib mode gives the
+`assignments.<name>.catalogue` (autograder.authoring.check_suite, the kit's tests) and pytest's importlib mode gives the
 suites distinct module names (`assignments.<name>.test_<part>`) when the judge loads them by path.
 """

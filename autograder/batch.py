@@ -2,7 +2,7 @@
 
 Each submission's results.json is written atomically the moment it is graded, with the hash of the file
 it judged and the fingerprint of the assignment it was judged against (suites, rubric, kit, limits; see
-autograder.fingerprint).  A rerun keeps a result only when both still match, so killing the grader mid-batch
+autograder.judging.fingerprint).  A rerun keeps a result only when both still match, so killing the grader mid-batch
 loses at most the submissions in progress, and editing a suite, the rubric, the kit or a limit regrades
 everything.  grades.csv is always rebuilt from the per-submission results, never kept as its own state.
 
@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from autograder.fingerprint import assignment_fingerprint
+from autograder.judging.fingerprint import assignment_fingerprint
 from autograder.grading import GradeResult, as_text, file_sha256, grade_file
 from autograder.interrupts import JudgingInterrupted, raise_terminated
-from autograder.results import gradescope, write_json_atomic
-from autograder.rubric import Rubric
-from autograder.sandbox import Limits
+from autograder.reports.results import gradescope, write_json_atomic
+from autograder.judging.rubric import Rubric
+from autograder.host.limits import Limits
 
 SUBMISSION_SUFFIXES = (".ipynb", ".py")
 

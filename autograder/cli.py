@@ -6,9 +6,11 @@ import signal
 import sys
 from pathlib import Path
 
+from autograder.authoring import check_suite
 from autograder.interrupts import JudgingInterrupted, interruption, raise_terminated
-from autograder.rubric import RubricError, load_rubric
-from autograder.sandbox import Limits, Zygote, isolation_refused
+from autograder.judging.rubric import RubricError, load_rubric
+from autograder.host import limits
+from autograder.host.sandbox import Zygote, isolation_refused
 
 USAGE_ERROR = 2  # a stopped run exits with JudgingInterrupted.exit_code: 130 (SIGINT), 143 (SIGTERM) or 1
 
@@ -19,24 +21,9 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(USAGE_ERROR)
 
 
-def _limits(args: argparse.Namespace) -> Limits:
-    defaults = Limits()
-    return Limits(timeout=args.timeout or defaults.timeout, memory_mb=args.memory_mb or defaults.memory_mb,
-                  request_timeout=args.request_timeout or defaults.request_timeout,
-                  cell_timeout=args.cell_timeout or defaults.cell_timeout, isolate=not args.allow_unisolated)
-
-
 def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
-    defaults = Limits()
     parser.add_argument("--assignment", default="transformer_block", help="assignment (rubric) to grade against")
-    parser.add_argument("--timeout", type=float, help=f"wall seconds per submission (default {defaults.timeout:g})")
-    parser.add_argument("--memory-mb", type=int, help=f"memory per submission (default {defaults.memory_mb})")
-    parser.add_argument("--request-timeout", type=float,
-                        help=f"wall seconds per request to the submission (default {defaults.request_timeout:g})")
-    parser.add_argument("--cell-timeout", type=float,
-                        help=f"wall seconds per notebook cell while loading (default {defaults.cell_timeout:g})")
-    parser.add_argument("--allow-unisolated", action="store_true",
-                        help="grade even where this machine allows no sandbox (every result then says so)")
+    limits.add_flags(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,11 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_limit_flags(grade_all)
     check = commands.add_parser("check-suite", help="grade the catalogue of known mistakes and correct variants: "
                                                     "the hidden suite's mutation score")
-    check.add_argument("assignment", nargs="?", default="transformer_block", help="assignment to check")
-    check.add_argument("--margins", action="store_true", help="also print the tolerance margins per hidden test")
-    check.add_argument("--reruns", type=int, default=0, metavar="N",
-                       help="also grade four entries N times each and compare their results.json byte for byte")
-    check.add_argument("--workers", type=int, default=2, help="grading processes (default 2)")
+    check_suite.add_arguments(check)
     return parser
 
 
@@ -87,14 +70,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"python -m autograder: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
     if args.command == "check-suite":
-        from autograder.check_suite import run
-
-        return run(args.assignment, show_margins=args.margins, reruns=args.reruns, workers=max(args.workers, 1))
-    for value, flag in [(args.timeout, "--timeout"), (args.memory_mb, "--memory-mb"),
-                        (args.request_timeout, "--request-timeout"), (args.cell_timeout, "--cell-timeout")]:
-        if value is not None and value <= 0:
-            print(f"python -m autograder: error: {flag} must be positive", file=sys.stderr)
-            return USAGE_ERROR
+        return check_suite.run_from_arguments(args)
     # on a cluster the workers grade, and each checks its own sandbox
     if not args.allow_unisolated and not getattr(args, "scheduler", None) and (refused := isolation_refused()):
         print(f"python -m autograder: error: this machine allows no sandbox ({refused}); "
@@ -110,13 +86,13 @@ def _main(argv: list[str] | None) -> int:
 
 def _grade(args: argparse.Namespace, rubric) -> int:
     from autograder.batch import grade_report
-    from autograder.results import summary, write_json_atomic
+    from autograder.reports.results import summary, write_json_atomic
 
     if not args.submission.is_file():
         print(f"python -m autograder: error: {args.submission}: no such file", file=sys.stderr)
         return USAGE_ERROR
     try:
-        result, report = grade_report(args.submission, rubric, _limits(args))
+        result, report = grade_report(args.submission, rubric, limits.from_flags(args))
         write_json_atomic(args.output, report)  # atomic: a signal during the write leaves no file
     except (JudgingInterrupted, KeyboardInterrupt) as exc:
         return _stopped(exc, f"no grade written to {args.output}")
@@ -145,12 +121,12 @@ def _grade_all(args: argparse.Namespace, rubric) -> int:
             from autograder import cluster
 
             try:
-                cluster.grade_all(args.folder, args.output, rubric, _limits(args), args.scheduler)
+                cluster.grade_all(args.folder, args.output, rubric, limits.from_flags(args), args.scheduler)
             except cluster.ClusterUnusable as exc:
                 print(f"python -m autograder: error: {exc}", file=sys.stderr)
                 return USAGE_ERROR
         else:
-            grade_all(args.folder, args.output, rubric, _limits(args), jobs=args.jobs)
+            grade_all(args.folder, args.output, rubric, limits.from_flags(args), jobs=args.jobs)
     except (JudgingInterrupted, KeyboardInterrupt) as exc:
         return _stopped(exc, f"nothing recorded for the submissions in progress; the results in {args.output} "
                              "are kept, and a rerun grades the rest")

@@ -2,7 +2,7 @@
 
 The client (the instructor's machine) reads each submission and sends its bytes with the task, so workers need
 no shared file system.  A worker grades with its own checkout of the kit, after checking that its copy of the
-assignment is the client's (autograder.fingerprint): a class is never graded with two different suites.
+assignment is the client's (autograder.judging.fingerprint): a class is never graded with two different suites.
 Results come back to the client, which alone writes them, atomically, the moment each arrives, exactly as a
 local grade-all does: a rerun resumes, and a task that Dask ran twice (its worker died after finishing) is
 still recorded once.
@@ -24,8 +24,8 @@ from typing import Any, Callable, Iterator
 from autograder import batch
 from autograder.batch import Entry, pending_entries, progress, record, stderr_log, write_grades_csv
 from autograder.interrupts import JudgingInterrupted
-from autograder.rubric import Rubric
-from autograder.sandbox import Limits
+from autograder.judging.rubric import Rubric
+from autograder.host.limits import Limits
 
 CONNECT_SECONDS = 5  # a scheduler that does not answer within this is reported as absent
 
@@ -60,9 +60,9 @@ def _worker_name() -> str:
 
 def _check_worker(assignment: str, limits: Limits, fingerprint: str) -> Rubric:
     """This worker's rubric for `assignment`, if its copy is the client's and it can grade as asked."""
-    from autograder.fingerprint import assignment_fingerprint
-    from autograder.rubric import RubricError, load_rubric
-    from autograder.sandbox import isolation_refused
+    from autograder.judging.fingerprint import assignment_fingerprint
+    from autograder.judging.rubric import RubricError, load_rubric
+    from autograder.host.sandbox import isolation_refused
 
     try:
         rubric = load_rubric(assignment)
@@ -143,7 +143,7 @@ def _run(client: Any, pending: list[Entry], out_dir: Path, rubric: Rubric, limit
     import dask
     from distributed import as_completed
 
-    from autograder.fingerprint import assignment_fingerprint
+    from autograder.judging.fingerprint import assignment_fingerprint
 
     futures: dict[Any, Entry] = {}
     try:

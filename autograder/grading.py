@@ -9,14 +9,14 @@ from pathlib import Path
 
 import torch
 
-from autograder.fingerprint import cells_sha256
+from autograder.judging.fingerprint import cells_sha256
 from autograder.interrupts import JudgingInterrupted, interruption
-from autograder.judge import run_suite
-from autograder.remote import LoadReport, RemoteSubmission
-from autograder.rubric import PartScore, Rubric, score
-from autograder.sandbox import Limits
-from autograder.source_cells import UnreadableSubmission, read_cells
-from autograder.submission import Submission, SubmissionBroken
+from autograder.judging.judge import run_suite
+from autograder.host.remote import LoadReport, RemoteSubmission
+from autograder.judging.rubric import PartScore, Rubric, score
+from autograder.host.limits import Limits
+from autograder.host.source_cells import UnreadableSubmission, read_cells
+from autograder.judging.submission import Submission, SubmissionBroken
 
 
 @dataclass
@@ -28,7 +28,7 @@ class GradeResult:
     max_score: float
     load: LoadReport = field(default_factory=LoadReport)
     unreadable: str = ""
-    cells_sha256: str = ""  # what was graded (autograder.fingerprint.cells_sha256); "" when nothing could be read
+    cells_sha256: str = ""  # what was graded (autograder.judging.fingerprint.cells_sha256); "" when nothing could be read
     printed: str = ""
     seconds: float = 0.0
 

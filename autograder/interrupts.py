@@ -1,6 +1,6 @@
 """How grading stops before it has a grade: Ctrl-C, SIGTERM, or the judge itself stopping.
 
-Kept apart from autograder.judge so that the command line can handle them without importing pytest and
+Kept apart from autograder.judging.judge so that the command line can handle them without importing pytest and
 torch first (it starts the zygote before those imports, so that both sides warm up at once).
 """
 from __future__ import annotations

@@ -23,22 +23,21 @@ from typing import Any
 import nbformat
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Bool, Float, Int, List, Unicode
+from traitlets import Bool, Float, Int, List, TraitType, Unicode
 
-from autograder.fingerprint import assignment_fingerprint, file_cells_sha256
+from autograder.judging.fingerprint import assignment_fingerprint, file_cells_sha256
 from autograder.grading import GradeResult, grade_file
-from autograder.results import from_gradescope, message_text, summary
-from autograder.rubric import PartScore, Rubric, load_rubric
-from autograder.sandbox import Limits, isolation_refused
+from autograder.reports.results import from_gradescope, message_text, summary
+from autograder.judging.rubric import PartScore, Rubric, load_rubric
+from autograder.host.limits import Limits, knobs
+from autograder.host.sandbox import isolation_refused
 
-_DEFAULTS = Limits()
 
 
 def _part_feedback(part: PartScore, result: GradeResult) -> str:
     lines = [f"{part.part.title}: {part.score:.4g} / {part.part.points:g} points"]
     if part.forbidden:
-        lines.append(f"0 points: torch's own implementation was used ({', '.join(part.forbidden)}); "
-                     "this part asks you to build it yourself.")
+        lines.append(part.forbidden_notice())
     for test in part.tests:
         mark = "ok  " if test.score == test.max_score else "FAIL"
         message = message_text(test.message)
@@ -90,23 +89,25 @@ def write_verdicts(nb: NotebookNode, result: GradeResult) -> list[str]:
     return unmatched
 
 
-class SandboxedGrading(NbGraderPreprocessor):
+def _limit_traits() -> dict[str, TraitType]:
+    """One configurable trait per limit (c.SandboxedGrading.timeout, .memory_mb, .allow_unisolated, ...)."""
+    kinds = {float: Float, int: Int, bool: Bool}
+    return {knob.name: kinds[knob.kind](knob.default, help=knob.help).tag(config=True) for knob in knobs()}
+
+
+_LimitTraits = type("_LimitTraits", (NbGraderPreprocessor,), _limit_traits())
+
+
+class SandboxedGrading(_LimitTraits):
     """Grades the notebook in the kit's sandbox and writes the verdicts into the autograded test cells."""
 
     assignment = Unicode("", help="Rubric to grade against; empty means the nbgrader assignment id.").tag(config=True)
-    timeout = Float(_DEFAULTS.timeout, help="Wall seconds per submission.").tag(config=True)
-    cell_timeout = Float(_DEFAULTS.cell_timeout, help="Wall seconds per notebook cell while loading.").tag(config=True)
-    request_timeout = Float(_DEFAULTS.request_timeout, help="Wall seconds per request.").tag(config=True)
-    memory_mb = Int(_DEFAULTS.memory_mb, help="Address-space limit of the submission's process.").tag(config=True)
-    allow_unisolated = Bool(False, help="Grade even where this machine allows no sandbox (every result then "
-                                        "says so).").tag(config=True)
     reuse_results_from = List(Unicode(), help="Folders of `python -m autograder grade-all` results "
                               "(<student>.json) to reuse instead of grading, when one judged the same cells "
                               "against the same suites, rubric, kit and limits.").tag(config=True)
 
     def limits(self) -> Limits:
-        return Limits(timeout=self.timeout, cell_timeout=self.cell_timeout, request_timeout=self.request_timeout,
-                      memory_mb=self.memory_mb, isolate=not self.allow_unisolated)
+        return Limits(**{knob.field: knob.limit_value(getattr(self, knob.name)) for knob in knobs()})
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         rubric = load_rubric(self.assignment or resources["nbgrader"]["assignment"])

@@ -1,7 +1,7 @@
 """Reference solution for the transformer_block assignment.
 
 GENERATED from the solution cells of source/transformer_block/transformer_block.ipynb by
-autograder/notebook_sync.py: edit the notebook, then run `python -m autograder.notebook_sync write`.
+autograder/authoring/notebook_sync.py: edit the notebook, then run `python -m autograder.authoring.notebook_sync write`.
 """
 
 

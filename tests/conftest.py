@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.samples import student_notebook, write_notebook
+from autograder import REPO_ROOT as REPO
+from autograder.authoring.samples import student_notebook, write_notebook
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 def run_cli(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -70,7 +70,7 @@ def grade_class_both_ways(folder: Path, out: Path, course_root: Path, through_nb
     import csv
     from concurrent.futures import ThreadPoolExecutor
 
-    from autograder.demo import ASSIGNMENT, Course
+    from autograder.authoring.demo import ASSIGNMENT, Course
 
     course = Course(course_root)
     course.create()

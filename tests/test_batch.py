@@ -15,7 +15,7 @@ import time
 import pytest
 
 from autograder.batch import STALE_ASSIGNMENT
-from autograder.samples import UNBIASED_VARIANCE, student_notebook, write_notebook
+from autograder.authoring.samples import UNBIASED_VARIANCE, student_notebook, write_notebook
 from conftest import REPO, run_cli
 from test_cli import JUDGING_SETTLES, slow_notebook, start_cli, wait_for
 

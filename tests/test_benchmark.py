@@ -5,8 +5,8 @@ import os
 import subprocess
 import sys
 
-from autograder import benchmark
-from autograder.benchmark import MemorySampler, Sample, Way, format_notes, format_table
+from autograder.authoring import benchmark
+from autograder.authoring.benchmark import MemorySampler, Sample, Way, format_notes, format_table
 
 MB = 2**20
 

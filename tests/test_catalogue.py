@@ -22,8 +22,8 @@ import pytest
 
 from assignments.transformer_block import catalogue  # from the checkout root (pytest's pythonpath)
 from assignments.transformer_block.catalogue import CatalogueError, Entry, M, may_cost
-from autograder import check_suite
-from autograder.source_cells import read_cells
+from autograder.authoring import check_suite
+from autograder.host.source_cells import read_cells
 
 ASSIGNMENT = "transformer_block"
 ENTRIES = {e.name: e for e in catalogue.entries()}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.samples import student_notebook, write_notebook
+from autograder.authoring.samples import student_notebook, write_notebook
 from conftest import REPO, full_marks, grade, part_scores, run_cli
 
 # parts built on other parts: a bug in `attention` may also cost multi_head_attention and transformer_block
@@ -84,7 +84,8 @@ def test_syntax_error_in_a_python_file_scores_zero(tmp_path):
     ([], "required"),
     (["grade", "missing.ipynb", "-o", "r.json"], "missing.ipynb: no such file"),
     (["grade", "x.ipynb"], "required: -o"),
-    (["grade", "x.ipynb", "-o", "r.json", "--timeout", "-1"], "--timeout must be positive"),
+    (["grade", "x.ipynb", "-o", "r.json", "--timeout", "-1"], "--timeout: expected a positive float, got '-1'"),
+    (["grade-all", "d", "-o", "out", "--processes", "2.5"], "--processes: expected a positive int, got '2.5'"),
     (["grade", "x.ipynb", "-o", "r.json", "--assignment", "nope"], "no such assignment 'nope'"),
     (["grade-all", "no-such-dir", "-o", "out"], "no-such-dir: no such folder"),
 ])
@@ -95,7 +96,7 @@ def test_usage_errors_exit_2_with_one_line(args, message):
 
 
 def test_python_file_submission_with_prints(tmp_path):
-    from autograder.samples import solution_code
+    from autograder.authoring.samples import solution_code
     source = "\n\n".join(["import math\nimport torch\nimport torch.nn as nn", *solution_code().values()])
     path = tmp_path / "student.py"
     path.write_text("print('working on it')\n" + source + "\nprint(layer_norm)\n")
@@ -155,7 +156,7 @@ def sandboxes_under(pid: int) -> bool:
 
     def zygote(process: int | None) -> bool:  # a sandbox child is forked from the zygote, so shows its command
         try:
-            return b"autograder.zygote" in (Path("/proc") / str(process) / "cmdline").read_bytes()
+            return b"autograder.child.zygote" in (Path("/proc") / str(process) / "cmdline").read_bytes()
         except OSError:
             return False
 

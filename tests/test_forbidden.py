@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from autograder.samples import student_notebook, write_notebook
+from autograder.authoring.samples import student_notebook, write_notebook
 from conftest import grade_class_both_ways, part_scores
 
 pytestmark = pytest.mark.xdist_group("forbidden")
@@ -126,8 +126,8 @@ def test_nbgrader_gives_the_same_grade(graded):
 
 DISABLE_THEN_TRY = '''
 import json, sys, torch, torch.nn as nn, torch.nn.functional as F
-from autograder import forbidden
-from autograder.rubric import load_rubric
+from autograder.child import forbidden
+from autograder.judging.rubric import load_rubric
 forbidden.disable(load_rubric("transformer_block").forbidden_ops)
 x = torch.randn(2, 4, 8, requires_grad=True)
 fine = {
@@ -167,7 +167,7 @@ def test_disabled_implementations_raise_and_everything_else_works():
     import subprocess
     import sys
 
-    from autograder.sandbox import ROOT
+    from autograder import REPO_ROOT as ROOT
 
     done = subprocess.run([sys.executable, "-c", DISABLE_THEN_TRY], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)

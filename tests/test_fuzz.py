@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from autograder import protocol
 from autograder.grading import GradeResult
-from autograder.remote import _make_tensor
-from autograder.results import gradescope, summary
-from autograder.rubric import Part, PartScore
-from autograder.rubric import TestScore as Score  # not collected as a test class
-from autograder.source_cells import UnreadableSubmission, read_cells
+from autograder.host.remote import _make_tensor
+from autograder.reports.results import gradescope, summary
+from autograder.judging.rubric import Part, PartScore
+from autograder.judging.rubric import TestScore as Score  # not collected as a test class
+from autograder.host.source_cells import UnreadableSubmission, read_cells
 
 # no example database: it would be written into the working tree
 FUZZ = settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

@@ -21,13 +21,13 @@ import pytest
 import torch
 import torch.nn as nn
 
-ROOT = Path(__file__).resolve().parents[1]
+from autograder import REPO_ROOT as ROOT  # noqa: E402
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from autograder import checks, judge  # noqa: E402
-from autograder.rubric import STRUCTURE_ALONE, load_rubric, score  # noqa: E402
-from autograder.submission import ModuleSubmission  # noqa: E402
+from autograder.judging import checks, judge  # noqa: E402
+from autograder.judging.rubric import STRUCTURE_ALONE, load_rubric, score  # noqa: E402
+from autograder.judging.submission import ModuleSubmission  # noqa: E402
 
 SUITE_DIR = ROOT / "assignments" / "transformer_block"
 REFERENCE = ROOT / "solutions" / "transformer_block.py"
@@ -221,7 +221,7 @@ def test_suites_are_clean():
                 assert not any("solution" in n for n in names), (filename, node.lineno)
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
                 assert ast.get_docstring(node), (filename, node.name)
-    tree = ast.parse((ROOT / "autograder" / "checks.py").read_text())
+    tree = ast.parse((ROOT / "autograder" / "judging" / "checks.py").read_text())
     assert not any(isinstance(n, ast.Assert) for n in ast.walk(tree))
 
 

@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 import pytest
 
-from autograder.sandbox import ROOT
-from autograder.samples import student_notebook, write_notebook
+from autograder import REPO_ROOT as ROOT
+from autograder.authoring.samples import student_notebook, write_notebook
 from conftest import full_marks, grade_class_both_ways, part_scores, processes_mentioning, run_cli
 
 pytestmark = pytest.mark.xdist_group("hostile")  # one class, graded once, on one worker

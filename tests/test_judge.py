@@ -14,15 +14,15 @@ import nbformat
 import pytest
 from nbgrader.utils import determine_grade
 
-from autograder import judge
+from autograder.judging import judge
 from autograder.grading import GradeResult, Unjudgeable
 from autograder.interrupts import JudgingInterrupted, Terminated
-from autograder.judge import NOT_RUN, run_suite
+from autograder.judging.judge import NOT_RUN, run_suite
 from autograder.nbgrader_plugin import write_verdicts
-from autograder.rubric import Part, PartScore, load_rubric
-from autograder.submission import ModuleSubmission, Submission
+from autograder.judging.rubric import Part, PartScore, load_rubric
+from autograder.judging.submission import ModuleSubmission, Submission
 
-REPO = Path(__file__).resolve().parents[1]
+from autograder import REPO_ROOT as REPO  # noqa: E402
 
 
 class Recorder(Submission):
@@ -344,8 +344,8 @@ def test_sessions_close_cleanly_at_exit(counting):
         import sys
 
         atexit.register(lambda: print("printed after the judge closed its sessions"))  # handlers run last-in first-out
-        from autograder.judge import run_suite
-        from autograder.submission import Submission
+        from autograder.judging.judge import run_suite
+        from autograder.judging.submission import Submission
 
         class Answers(Submission):
             def names(self):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.demo import ASSIGNMENT, Course
-from autograder.rubric import load_rubric
-from autograder.samples import UNBIASED_VARIANCE, student_notebook, write_notebook
+from autograder.authoring.demo import ASSIGNMENT, Course
+from autograder.judging.rubric import load_rubric
+from autograder.authoring.samples import UNBIASED_VARIANCE, student_notebook, write_notebook
 from conftest import run_cli
 
 

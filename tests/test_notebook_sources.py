@@ -22,7 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from autograder import notebook_sync, release  # noqa: E402
+from autograder.authoring import notebook_sync, release  # noqa: E402
 
 SOURCE = REPO_ROOT / notebook_sync.SOURCE_NOTEBOOK
 MODULE = REPO_ROOT / notebook_sync.SOLUTIONS_MODULE
@@ -89,7 +89,7 @@ def stub_namespace() -> dict[str, Any]:
 
 def test_solutions_module_matches_notebook() -> None:
     assert MODULE.read_text(encoding="utf-8") == notebook_sync.render_solutions_module(SOURCE), \
-        "solutions/transformer_block.py is stale: run `python -m autograder.notebook_sync write`"
+        "solutions/transformer_block.py is stale: run `python -m autograder.authoring.notebook_sync write`"
 
 
 def test_solutions_module_defines_the_contract_and_nothing_else() -> None:
@@ -121,7 +121,7 @@ def test_sync_check_detects_drift(tmp_path: Path) -> None:
 
 def test_policy_cell_is_the_rubrics_policy(tmp_path: Path) -> None:
     """The notebook tells students what the rubric disables, in the rubric's words; a drift is caught."""
-    from autograder.rubric import load_rubric
+    from autograder.judging.rubric import load_rubric
 
     rubric = load_rubric(notebook_sync.ASSIGNMENT)
     policy = notebook_sync._source(notebook_sync._policy_cell(json.loads(SOURCE.read_text(encoding="utf-8"))))
@@ -157,7 +157,7 @@ def test_grade_cells_match_the_rubric(path: Path) -> None:
 
 def test_release_is_not_stale(fresh_release: Path) -> None:
     assert release.notebooks_equal(fresh_release, RELEASE), \
-        "release/transformer_block/transformer_block.ipynb is stale: run `python -m autograder.release write`"
+        "release/transformer_block/transformer_block.ipynb is stale: run `python -m autograder.authoring.release write`"
     assert fresh_release.read_bytes() == RELEASE.read_bytes(), "generation should be byte-for-byte deterministic"
 
 

@@ -1,5 +1,5 @@
 """torch's own implementations of graded operations are noticed by every route, as the child watches them: the
-recorder's torch-function mode plus the dispatcher overrides of autograder.forbidden; hand-written code is not.
+recorder's torch-function mode plus the dispatcher overrides of autograder.child.forbidden; hand-written code is not.
 forbidden.disable cannot be undone in a process, so the routes run in a fresh interpreter."""
 import json
 import subprocess
@@ -35,9 +35,9 @@ weights = torch.softmax(y @ y.transpose(-2, -1) / 8 ** 0.5, dim=-1)
 SCRIPT = """
 import json, sys
 import torch, torch.nn as nn, torch.nn.functional as F
-from autograder import forbidden
-from autograder.op_recorder import OpRecorder
-from autograder.rubric import load_rubric
+from autograder.child import forbidden
+from autograder.child.op_recorder import OpRecorder
+from autograder.judging.rubric import load_rubric
 
 class SubclassedLayerNorm(nn.LayerNorm):
     pass

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from autograder import REPO_ROOT as REPO  # noqa: E402
 HIDDEN = ("solutions", "assignments", "autograder.assignments")
 
 PROBE = f"""

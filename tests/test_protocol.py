@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from autograder import protocol
-from autograder.remote import _make_tensor, _tensor_bytes
+from autograder.host.remote import _make_tensor, _tensor_bytes
 
 
 def roundtrip(value):

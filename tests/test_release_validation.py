@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from autograder import release
-from autograder import rubric as rubric_module
-from autograder.rubric import Part, RubricError, load_rubric
+from autograder.authoring import release
+from autograder.judging import rubric as rubric_module
+from autograder.judging.rubric import Part, RubricError, load_rubric
 
 PARTS = [Part("layer_norm", "Layer normalisation", 20, "test_layer_norm.py"),
          Part("attention", "Attention", 25, "test_attention.py")]
@@ -105,7 +105,7 @@ def test_the_release_generator_checks_the_list_against_the_notebook_it_releases(
     path = tmp_path / release.NOTEBOOK_NAME
     path.write_text(json.dumps(source), encoding="utf-8")
     assert set(assignment_copy('["heads_plot", "new_plot"]', path).skip_when_unchanged) == {"heads_plot", "new_plot"}
-    release._require_rubric_match(path)  # what `python -m autograder.release write` checks first
+    release._require_rubric_match(path)  # what `python -m autograder.authoring.release write` checks first
     with pytest.raises(RubricError, match="'new_plot', but .*release/transformer_block/transformer_block.ipynb"):
         assignment_copy('["heads_plot", "new_plot"]')
     plot["metadata"]["nbgrader"]["locked"] = False

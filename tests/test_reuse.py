@@ -12,17 +12,17 @@ import shutil
 import nbformat
 import pytest
 
-from autograder import fingerprint
-from autograder.fingerprint import assignment_fingerprint, cells_sha256, file_cells_sha256
+from autograder.judging import fingerprint
+from autograder.judging.fingerprint import assignment_fingerprint, cells_sha256, file_cells_sha256
 from autograder.grading import GradeResult
 from autograder.nbgrader_plugin import SandboxedGrading, write_verdicts
 from autograder.protocol import UNISOLATED
-from autograder.remote import LoadReport
-from autograder.results import NotAResult, from_gradescope, gradescope, summary
-import autograder.rubric as scoring
-from autograder.rubric import PartScore, load_rubric
-from autograder.samples import RELEASE_NOTEBOOK, student_notebook, write_notebook
-from autograder.sandbox import Limits
+from autograder.host.remote import LoadReport
+from autograder.reports.results import NotAResult, from_gradescope, gradescope, summary
+import autograder.judging.rubric as scoring
+from autograder.judging.rubric import PartScore, load_rubric
+from autograder.authoring.samples import RELEASE_NOTEBOOK, student_notebook, write_notebook
+from autograder.host.limits import Limits
 
 RUBRIC = load_rubric("transformer_block")
 
@@ -46,10 +46,10 @@ def test_fingerprint_follows_suites_rubric_kit_and_limits_and_nothing_else(tmp_p
     assert assignment_fingerprint(rubric, Limits()) != base
 
     kit = tmp_path / "kit"
-    shutil.copytree(fingerprint.ENGINE, kit, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(fingerprint, "ENGINE", kit)
+    shutil.copytree(fingerprint.PACKAGE_DIR, kit, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(fingerprint, "PACKAGE_DIR", kit)
     version = fingerprint.engine_digest.__wrapped__()  # uncached: the cache holds this process's own kit
-    (kit / "checks.py").write_text((kit / "checks.py").read_text() + "\n# a message reworded\n")
+    (kit / "judging" / "checks.py").write_text((kit / "judging" / "checks.py").read_text() + "\n# a message reworded\n")
     assert fingerprint.engine_digest.__wrapped__() != version
 
 

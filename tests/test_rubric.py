@@ -2,8 +2,8 @@
 earns nothing."""
 import pytest
 
-from autograder.judge import Outcome
-from autograder.rubric import STRUCTURE_ALONE, Part, Rubric, RubricError, load_rubric, score
+from autograder.judging.judge import Outcome
+from autograder.judging.rubric import STRUCTURE_ALONE, Part, Rubric, RubricError, load_rubric, score
 
 
 def rubric(tmp_path, weights=None):
@@ -36,7 +36,7 @@ def test_shipped_rubric_totals_100_and_names_existing_suites():
 
 
 def test_broken_rubric_is_a_one_line_error(tmp_path, monkeypatch):
-    import autograder.rubric as module
+    import autograder.judging.rubric as module
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "rubric.toml").write_text("[[parts]]\nname = 'x'\n")
     monkeypatch.setattr(module, "ASSIGNMENTS", tmp_path)
@@ -73,7 +73,7 @@ def test_shipped_rubric_declares_structural_checks_the_suites_define():
 
 
 def test_unknown_structural_check_is_a_rubric_error(tmp_path, monkeypatch):
-    import autograder.rubric as module
+    import autograder.judging.rubric as module
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "test_p.py").write_text("def test_shape(student):\n    pass\n")
     (tmp_path / "a" / "rubric.toml").write_text(

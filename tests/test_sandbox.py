@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.remote import RemoteSubmission
-from autograder.sandbox import ROOT, Cgroup, Limits
-from autograder.submission import StudentError, SubmissionBroken
+from autograder.host.remote import RemoteSubmission
+from autograder import REPO_ROOT as ROOT
+from autograder.host.limits import Limits
+from autograder.host.sandbox import Cgroup
+from autograder.judging.submission import StudentError, SubmissionBroken
 
 PROBE = f'''
 import glob, os, socket, resource, json, sys
@@ -357,7 +359,7 @@ def test_every_mechanism_holds_for_an_ordinary_users_grader():
     import sys
 
     prefix, _ = _ordinary_user()
-    script = ("import json, sys\nfrom autograder.remote import RemoteSubmission\nfrom autograder.sandbox import Limits\n"
+    script = ("import json, sys\nfrom autograder.host.remote import RemoteSubmission\nfrom autograder.host.limits import Limits\n"
               "s = RemoteSubmission([sys.argv[1]], Limits(), [])\n"
               "print(json.dumps([s.call('probe'), s.report.notices]))\ns.close()")
     done = subprocess.run([*prefix, sys.executable, "-c", script, PROBE], cwd=tempfile.gettempdir(),

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from autograder import source_cells
-from autograder.source_cells import UnreadableSubmission, neutralise, read_cells
+from autograder.host import source_cells
+from autograder.host.source_cells import UnreadableSubmission, neutralise, read_cells
 
 
 def test_ipython_syntax_is_neutralised():
@@ -154,7 +154,7 @@ def test_byte_order_marks_and_windows_line_ends_give_the_same_cells(tmp_path, na
 
 
 def test_check_cells_are_not_run_but_keep_their_numbers(tmp_path):
-    from autograder.source_cells import CHECK_CELL_STANDIN
+    from autograder.host.source_cells import CHECK_CELL_STANDIN
 
     def cell(source, **nbgrader):
         return {"cell_type": "code", "metadata": {"nbgrader": nbgrader} if nbgrader else {}, "source": source}
@@ -171,7 +171,7 @@ def test_check_cells_are_not_run_but_keep_their_numbers(tmp_path):
 
 def _release_class_notebook():
     """The reference solution in the release notebook, as a student hands it in."""
-    from autograder.samples import student_notebook
+    from autograder.authoring.samples import student_notebook
 
     return student_notebook()
 
@@ -191,7 +191,7 @@ def _code_index(notebook, grade_id):
 
 
 def _read_graded(tmp_path, notebook):
-    from autograder.rubric import load_rubric
+    from autograder.judging.rubric import load_rubric
 
     path = tmp_path / "s.ipynb"
     path.write_text(json.dumps(notebook, indent=1))
@@ -246,7 +246,7 @@ def test_an_unchanged_plot_cell_is_recognised_whatever_its_line_ends_and_line_sp
 
 
 def test_a_python_file_has_no_cells_to_skip(tmp_path):
-    from autograder.rubric import load_rubric
+    from autograder.judging.rubric import load_rubric
 
     skippable = load_rubric("transformer_block").skip_when_unchanged
     path = tmp_path / "s.py"
@@ -259,8 +259,8 @@ def test_a_changed_plot_cell_that_defines_a_name_used_later_is_graded_with_it(tm
     """End to end through the real grader: the student's own version of a plot cell runs, so code after it
     that needs what it defines still works."""
     from autograder.grading import grade_file
-    from autograder.rubric import load_rubric
-    from autograder.sandbox import Limits
+    from autograder.judging.rubric import load_rubric
+    from autograder.host.limits import Limits
 
     notebook = _release_class_notebook()
     plot = _cell_with(notebook, "heads_plot")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.sandbox import Limits, Sandbox, Zygote
+from autograder.host.limits import Limits
+from autograder.host.sandbox import Sandbox, Zygote
 from conftest import REPO, full_marks, part_scores, run_cli
 
 SOLUTION = (REPO / "solutions" / "transformer_block.py").read_text()
@@ -55,7 +56,7 @@ _leaks = [name for name, seen in [
     ("threads", torch.get_num_threads() != 1),
     ("seed", torch.initial_seed() != 0),
     ("the grader's modules", any(m.split(".")[0] in ("solutions", "assignments", "pytest", "conftest")
-                                 or m in ("autograder.judge", "autograder.rubric", "autograder.grading")
+                                 or m in ("autograder.judging.judge", "autograder.judging.rubric", "autograder.grading")
                                  for m in sys.modules)),
     ("files", any(os.path.exists(os.path.join(d, "leak_marker"))
                   for d in ("/tmp", "/dev/shm", os.path.expanduser("~"), os.getcwd()))),
@@ -118,7 +119,8 @@ def test_children_are_forked_from_the_zygote_and_die_with_it():
 GRADER = """
 import sys
 sys.path.insert(0, {root!r})
-from autograder.sandbox import Limits, Sandbox, Zygote
+from autograder.host.limits import Limits
+from autograder.host.sandbox import Sandbox, Zygote
 sandbox = Sandbox(["while True:\\n    pass"], Limits(), [])
 print(Zygote.shared().process.pid, sandbox.process.pid, flush=True)
 sys.stdin.readline()

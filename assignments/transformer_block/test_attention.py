@@ -4,7 +4,7 @@ References are computed live with torch's `F.scaled_dot_product_attention` (bool
 The attention weights are read off it by attending to an identity "value" matrix (softmax(.) @ I = softmax(.)).
 Causal masks are compared exactly with `torch.ones(S, S, dtype=torch.bool).tril()`.
 
-Tolerances (see autograder.checks.reference_tolerance): reference evaluated in float64 and float32 on the same
+Tolerances (see autograder.judging.checks.reference_tolerance): reference evaluated in float64 and float32 on the same
 inputs; allowed absolute error = 30 x the observed float32 error of the reference (x 2**-29 for float64
 outputs) + 16 ulps of the largest output magnitude.  Legitimate variants (einsum, baddbmm, masked_fill with
 -inf, -1e9 or finfo.min, torch.where, additive masks, float64 internals) stay far inside; the bugs below are
@@ -32,7 +32,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from autograder import checks as C
+from autograder.judging import checks as C
 
 F32, F64 = torch.float32, torch.float64
 

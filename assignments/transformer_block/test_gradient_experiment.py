@@ -23,7 +23,7 @@ import math
 import torch
 import torch.nn as nn
 
-from autograder import checks as C
+from autograder.judging import checks as C
 
 
 def _recipe(n_layers, residual, d_model, seed, dtype=torch.float32, *, x_first=False, loss="sum", tanh=True,

@@ -2,7 +2,7 @@
 
 References are computed live with torch: `F.layer_norm` and `torch.nn.LayerNorm`.
 
-Tolerances (see autograder.checks.reference_tolerance): the reference is evaluated in float64 and float32 on
+Tolerances (see autograder.judging.checks.reference_tolerance): the reference is evaluated in float64 and float32 on
 the same input values; the allowed absolute error is 30x the observed float32 error of the reference (scaled
 by eps64/eps32 = 2**-29 when the student's output is float64) plus 16 ulps of the output's largest
 magnitude.  Honest float32 implementations (two-pass mean/variance, var_mean, rsqrt, float64 internals) have
@@ -27,7 +27,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from autograder import checks as C
+from autograder.judging import checks as C
 
 F32, F64 = torch.float32, torch.float64
 

@@ -6,7 +6,7 @@ mode is compared with attn_mask = ~causal (bool, True = blocked) and, in one cas
 equivalent float mask.  Weights are random (std 1.5 / sqrt(d_model), biases std 0.3), so the attention scores
 are of order 1: neither uniform nor one-hot.
 
-Tolerances (see autograder.checks.reference_tolerance): the reference module is evaluated in float64 and
+Tolerances (see autograder.judging.checks.reference_tolerance): the reference module is evaluated in float64 and
 float32 on the same input and weights; allowed absolute error = 30 x the observed float32 error (x 2**-29 for
 float64 outputs, after .to(torch.float64)) + 16 ulps of the largest output magnitude.  Fused QKV projections,
 einsum, reshape/permute variants or float64 internals stay far inside.
@@ -33,7 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from autograder import checks as C
+from autograder.judging import checks as C
 
 F32, F64 = torch.float32, torch.float64
 

@@ -7,7 +7,7 @@ src_mask = ~causal (bool, True = blocked) and, in some cases, with is_causal=Tru
 LayerNorm weights and biases are RANDOM (weight ~ N(1, 0.3^2), bias ~ N(0, 0.3^2)): with ones/zeros a shared or
 swapped LayerNorm would be invisible.
 
-Tolerances (see autograder.checks.reference_tolerance): the reference layer is evaluated in float64 and float32
+Tolerances (see autograder.judging.checks.reference_tolerance): the reference layer is evaluated in float64 and float32
 on the same input and weights; allowed absolute error = 30 x the observed float32 error (x 2**-29 for float64
 outputs) + 16 ulps of the largest output magnitude.  For the 12-block stack gradient the same derivation is
 applied to the input gradient, and its norm must lie within a band of relative half-width
@@ -35,7 +35,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from autograder import checks as C
+from autograder.judging import checks as C
 
 F32, F64 = torch.float32, torch.float64
 

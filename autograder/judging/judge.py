@@ -32,7 +32,7 @@ from _pytest.config import ConftestImportFailure, _prepareconfig
 from _pytest.pathlib import CouldNotResolvePathError, module_name_from_path, resolve_pkg_root_and_module_name
 
 from autograder.interrupts import JudgingInterrupted, interruption
-from autograder.submission import StudentError, Submission, SubmissionBroken
+from autograder.judging.submission import StudentError, Submission, SubmissionBroken
 
 NOT_RUN = "not run: judging stopped before this check"
 MAX_SESSIONS = 8  # distinct suite sets kept warm in one process; a grader uses one, the kit's tests a few

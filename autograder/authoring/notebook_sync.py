@@ -8,10 +8,10 @@ The source notebook is the single place the reference code is edited; the module
 
 The rubric is the single place the off-limits policy is edited (it also decides what the sandbox disables);
 the markdown cell with grade_id `policy` is rendered from it.  After `write`, regenerate the release
-(`python -m autograder.release write`).
+(`python -m autograder.authoring.release write`).
 
-    python -m autograder.notebook_sync check   # exit 1 if solutions/transformer_block.py is stale
-    python -m autograder.notebook_sync write   # regenerate it
+    python -m autograder.authoring.notebook_sync check   # exit 1 if solutions/transformer_block.py is stale
+    python -m autograder.authoring.notebook_sync write   # regenerate it
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from autograder import REPO_ROOT
+
 SOURCE_NOTEBOOK = Path("source/transformer_block/transformer_block.ipynb")
 SOLUTIONS_MODULE = Path("solutions/transformer_block.py")
 IMPORTS_GRADE_ID = "imports"
@@ -34,7 +35,7 @@ END_MARKER = "### END SOLUTION"
 HEADER = '''"""Reference solution for the transformer_block assignment.
 
 GENERATED from the solution cells of source/transformer_block/transformer_block.ipynb by
-autograder/notebook_sync.py: edit the notebook, then run `python -m autograder.notebook_sync write`.
+autograder/authoring/notebook_sync.py: edit the notebook, then run `python -m autograder.authoring.notebook_sync write`.
 """'''
 
 # PEP 8 spacing between top-level definitions.
@@ -115,7 +116,7 @@ def _policy_cell(notebook: dict[str, Any]) -> dict[str, Any]:
 
 def sync_policy(notebook_path: Path, write: bool) -> bool:
     """Whether the notebook's policy cell matches the rubric; with `write`, make it match."""
-    from autograder.rubric import load_rubric
+    from autograder.judging.rubric import load_rubric
 
     notebook = json.loads(notebook_path.read_text(encoding="utf-8"))
     cell, rendered = _policy_cell(notebook), render_policy(load_rubric(ASSIGNMENT))
@@ -128,14 +129,14 @@ def sync_policy(notebook_path: Path, write: bool) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.notebook_sync", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m autograder.authoring.notebook_sync", description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=["check", "write"])
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
     args = parser.parse_args(argv)
 
     if not sync_policy(args.root / SOURCE_NOTEBOOK, args.command == "write"):
         print(f"{SOURCE_NOTEBOOK}: its policy cell differs from the rubric's forbidden operations; "
-              f"run `python -m autograder.notebook_sync write`", file=sys.stderr)
+              f"run `python -m autograder.authoring.notebook_sync write`", file=sys.stderr)
         return 1
     rendered = render_solutions_module(args.root / SOURCE_NOTEBOOK)
     module_path = args.root / SOLUTIONS_MODULE
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     current = module_path.read_text(encoding="utf-8") if module_path.exists() else None
     if current != rendered:
         print(f"{SOLUTIONS_MODULE} is stale: it differs from the solution cells of {SOURCE_NOTEBOOK}; "
-              f"run `python -m autograder.notebook_sync write`", file=sys.stderr)
+              f"run `python -m autograder.authoring.notebook_sync write`", file=sys.stderr)
         return 1
     return 0
 

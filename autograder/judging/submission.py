@@ -1,7 +1,7 @@
 """What a hidden suite may ask of a submission, and nothing more.
 
 Suites never touch student objects: they name a function or class, send tensors and plain values, and get
-tensors and plain values back.  Two implementations exist: `RemoteSubmission` (autograder.remote), which
+tensors and plain values back.  Two implementations exist: `RemoteSubmission` (autograder.host.remote), which
 talks to the sandboxed child process that ran the student's code, and `ModuleSubmission` below, which wraps
 a trusted module (the reference solution) in the same interface so the suites can be checked against it
 without a sandbox.
@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import torch
 
+from autograder.child.vjp import vjp_of
 from autograder.protocol import exception_bases
 
 
@@ -22,12 +23,11 @@ class StudentError(Exception):
     """The student's code raised (or the request could not be answered); carried as data, never re-raised
     from a student object."""
 
-    def __init__(self, type_name: str, message: str, bases: Sequence[str] = (), where: str = "") -> None:
+    def __init__(self, type_name: str, message: str, bases: Sequence[str] = ()) -> None:
         super().__init__(f"{type_name}: {message}" if message else type_name)
         self.type_name = type_name
         self.message = message
         self.bases = tuple(bases)  # names of the builtin exception classes it derives from
-        self.where = where
 
     def is_a(self, exc_type: type[BaseException]) -> bool:
         return exc_type.__name__ in self.bases
@@ -108,23 +108,6 @@ class Submission(abc.ABC):
 
 
 # --- the trusted in-process implementation --------------------------------------------------------------
-
-def vjp_of(fn: Any, args: Sequence[Any], kwargs: dict[str, Any], cotangents: Sequence[torch.Tensor]
-           ) -> tuple[Any, list[list[torch.Tensor | None]]]:
-    """Shared by both sides: run fn once, then one backward pass per cotangent."""
-    leaves = [a.detach().clone().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
-              for a in args]
-    with torch.enable_grad():
-        out = fn(*leaves, **kwargs)
-        tensors = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
-        grads: list[list[torch.Tensor | None]] = []
-        for i, cot in enumerate(cotangents):
-            gs = torch.autograd.grad((out * cot).sum(), tensors, retain_graph=i + 1 < len(cotangents),
-                                     allow_unused=True) if tensors else ()
-            it = iter(gs)
-            grads.append([next(it) if isinstance(a, torch.Tensor) and a.requires_grad else None for a in leaves])
-    return out.detach() if isinstance(out, torch.Tensor) else out, grads
-
 
 def _plain(value: Any) -> Any:
     if isinstance(value, torch.Tensor):

@@ -13,11 +13,11 @@ import hashlib
 import json
 from pathlib import Path
 
-from autograder.rubric import Rubric
-from autograder.sandbox import Limits
-from autograder.source_cells import UnreadableSubmission, read_cells
+from autograder import PACKAGE_DIR
+from autograder.judging.rubric import Rubric
+from autograder.host.limits import Limits
+from autograder.host.source_cells import UnreadableSubmission, read_cells
 
-ENGINE = Path(__file__).resolve().parent
 
 
 def _add(digest: "hashlib._Hash", label: str, data: bytes) -> None:
@@ -31,10 +31,10 @@ def engine_digest() -> bytes:
     """The kit's version: every .py of the engine, by relative path.  Cached per process, which also runs
     the code it read when it first imported the engine."""
     digest = hashlib.sha256()
-    files = sorted((p for p in ENGINE.rglob("*.py") if p.is_file() and not p.name.startswith(".")),
-                   key=lambda p: p.relative_to(ENGINE).as_posix())
+    files = sorted((p for p in PACKAGE_DIR.rglob("*.py") if p.is_file() and not p.name.startswith(".")),
+                   key=lambda p: p.relative_to(PACKAGE_DIR).as_posix())
     for path in files:
-        _add(digest, path.relative_to(ENGINE).as_posix(), path.read_bytes())
+        _add(digest, path.relative_to(PACKAGE_DIR).as_posix(), path.read_bytes())
     return digest.digest()
 
 
@@ -61,7 +61,7 @@ def assignment_fingerprint(rubric: Rubric, limits: Limits) -> str:
 
 
 def cells_sha256(cells: list[str]) -> str:
-    """The hash of what is actually graded: the cells as `autograder.source_cells.read_cells` returns them."""
+    """The hash of what is actually graded: the cells as `autograder.host.source_cells.read_cells` returns them."""
     # ASCII JSON: a list's boundaries are unambiguous and a lone surrogate cannot make encoding fail
     return hashlib.sha256(json.dumps(cells, ensure_ascii=True).encode("ascii")).hexdigest()
 

@@ -1,7 +1,7 @@
 """Generate the student release of transformer_block with the real `nbgrader generate_assignment`.
 
-    python -m autograder.release check   # exit 1 if release/transformer_block/transformer_block.ipynb is stale
-    python -m autograder.release write   # regenerate it
+    python -m autograder.authoring.release check   # exit 1 if release/transformer_block/transformer_block.ipynb is stale
+    python -m autograder.authoring.release write   # regenerate it
 
 nbgrader runs in a throwaway course directory holding a copy of the assignment's source and a minimal
 nbgrader_config.py, so neither the repository's own nbgrader configuration nor the user's ~/.jupyter can
@@ -24,9 +24,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from autograder.rubric import Part, RubricError, load_rubric
+from autograder import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from autograder.judging.rubric import Part, RubricError, load_rubric
+
 ASSIGNMENT = "transformer_block"
 NOTEBOOK_NAME = f"{ASSIGNMENT}.ipynb"
 RELEASE_NOTEBOOK = Path("release") / ASSIGNMENT / NOTEBOOK_NAME
@@ -117,7 +118,7 @@ def notebooks_equal(a: str | Path, b: str | Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.release", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m autograder.authoring.release", description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=["check", "write"])
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
     args = parser.parse_args(argv)
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if stale:
         print(f"{RELEASE_NOTEBOOK} is stale: it differs from what nbgrader generates from "
-              f"source/{ASSIGNMENT}; run `python -m autograder.release write`", file=sys.stderr)
+              f"source/{ASSIGNMENT}; run `python -m autograder.authoring.release write`", file=sys.stderr)
         return 1
     return 0
 

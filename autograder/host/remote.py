@@ -15,8 +15,9 @@ import torch
 
 from autograder import protocol
 from autograder.interrupts import JudgingInterrupted
-from autograder.sandbox import Limits, Sandbox, ZygoteFailed
-from autograder.submission import (ModuleHandle, ModuleInfo, Opaque, StudentError, Submission,
+from autograder.host.limits import Limits
+from autograder.host.sandbox import Sandbox, ZygoteFailed
+from autograder.judging.submission import (ModuleHandle, ModuleInfo, Opaque, StudentError, Submission,
                                    SubmissionBroken)
 
 STARTUP_SECONDS = 60.0  # interpreter and torch start-up, before the first cell

@@ -1,7 +1,7 @@
 """Reports: Gradescope's results.json format, written atomically, and read back.
 
 results.json carries, besides Gradescope's fields, the key of the grade (the file's sha256, the graded cells'
-sha256 and the assignment's fingerprint, see autograder.fingerprint) and the exact verdicts: every test's
+sha256 and the assignment's fingerprint, see autograder.judging.fingerprint) and the exact verdicts: every test's
 unrounded score and its whole message, the cell errors the summary lists and the loading failure.  With
 them `from_gradescope` rebuilds a GradeResult that renders exactly as the original (Gradescope's rounded
 scores and clipped texts could not), so nbgrader can reuse a grade made by grade-all.
@@ -16,8 +16,8 @@ from typing import Any
 
 from autograder.grading import GradeResult
 from autograder.protocol import UNISOLATED, clean_text
-from autograder.remote import LoadReport
-from autograder.rubric import PartScore, Rubric, TestScore
+from autograder.host.remote import LoadReport
+from autograder.judging.rubric import PartScore, Rubric, TestScore
 
 FORMAT_VERSION = 2
 SUMMARY_CELL_ERRORS = 20  # what the summary lists, so all that a result needs to keep
@@ -46,8 +46,7 @@ def summary(result: GradeResult) -> str:
     for part in result.parts:
         lines.append(f"  {_line(part.part.title)}: {_round(part.score):g} / {part.part.points:g}")
         if part.forbidden:
-            lines.append(f"    0 points: torch's own implementation was used ({_line(', '.join(part.forbidden))}); "
-                         "this part asks you to build it yourself")
+            lines.append("    " + part.forbidden_notice(_line(", ".join(part.forbidden))))
     for error in result.load.cell_errors[:SUMMARY_CELL_ERRORS]:
         lines.append(f"Cell {_line(error.get('cell'), 20)} raised {_line(error.get('type'), 100)}: "
                      f"{_line(error.get('message'), 200)}")
@@ -62,7 +61,7 @@ def message_text(message: object) -> str:
 
 def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_fingerprint: str = "") -> dict[str, Any]:
     """Gradescope's results.json for `result`.  `cells_sha256` and `assignment_fingerprint` (see
-    autograder.fingerprint) say what was graded against what; "" (unknown) never matches, so a result
+    autograder.judging.fingerprint) say what was graded against what; "" (unknown) never matches, so a result
     without them is never reused."""
     tests = []
     for part in result.parts:
@@ -99,8 +98,7 @@ def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_finger
 def _output(part: PartScore, test: TestScore) -> str:
     output = test.message
     if part.forbidden:
-        output = (f"0 points: torch's own implementation ({', '.join(part.forbidden)}) was used in this "
-                  f"part. {output}").strip()
+        output = f"{part.forbidden_notice()} {output}".strip()
     return clean_text(output, MAX_OUTPUT_CHARS)  # quotes the submission's messages and values
 
 

@@ -1,6 +1,6 @@
 """Kernel isolation of one sandboxed child, set up by the child itself before the student's first line.
 
-Called once by autograder.child, right after it starts.  When `enter` returns, this process is PID 1 of its
+Called once by autograder.child.serve, right after it starts.  When `enter` returns, this process is PID 1 of its
 own PID namespace and has:
 
 - its own identity: a distinct unprivileged uid per sandbox when the grader is root (contest judges do the

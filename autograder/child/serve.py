@@ -1,11 +1,11 @@
 """The untrusted side: runs a submission's code cells, then answers the judge's requests.
 
-Forked from the warm zygote (autograder.zygote), which has already imported torch and this module; the cells
+Forked from the warm zygote (autograder.child.zygote), which has already imported torch and this module; the cells
 arrive as the first message on the child's socket.  Everything here runs in a process the student's code
 controls once its first cell has run, so nothing this process says after that is believed: the judge
 re-checks every reply.  What this module guarantees is only what it does *before* the first student line
-runs: the isolation (autograder.isolation), reported in the "isolated" message, the disabled torch
-implementations (autograder.forbidden) and the recorder that notices them.
+runs: the isolation (autograder.child.isolation), reported in the "isolated" message, the disabled torch
+implementations (autograder.child.forbidden) and the recorder that notices them.
 """
 from __future__ import annotations
 
@@ -78,8 +78,8 @@ class Server:
     def __init__(self, sock: socket.socket, namespace: dict[str, Any], config: dict[str, Any]) -> None:
         import torch
         from autograder import protocol
-        from autograder.submission import vjp_of
-        from autograder.op_recorder import OpRecorder
+        from autograder.child.vjp import vjp_of
+        from autograder.child.op_recorder import OpRecorder
 
         self.torch, self.protocol, self.vjp_of = torch, protocol, vjp_of
         self.sock = sock
@@ -197,7 +197,7 @@ def _receive_cells(sock: socket.socket) -> list[str]:
 def _isolate(config: dict[str, Any]) -> tuple[bool, list[str]]:
     """(whether the cells may run, notices).  Every rlimit set before exec is checked, then the kernel
     isolation is entered; without it the cells run only where the grader allowed that explicitly."""
-    from autograder import isolation
+    from autograder.child import isolation
 
     notices = [f"{name} could not be set to {wanted}" for name, wanted in config["rlimits"].items()
                if resource.getrlimit(getattr(resource, name)) != (wanted, wanted)]
@@ -207,8 +207,9 @@ def _isolate(config: dict[str, Any]) -> tuple[bool, list[str]]:
         return True, notices + [f"{UNISOLATED} (allowed by the grader): the submission could read and change "
                                 "whatever the grader's user can"]
     try:
-        engine = os.path.dirname(os.path.abspath(isolation.__file__))
-        notices += isolation.enter(config["workdir"], {"RLIMIT_NPROC": config["processes"]}, engine)
+        from autograder import PACKAGE_DIR
+
+        notices += isolation.enter(config["workdir"], {"RLIMIT_NPROC": config["processes"]}, str(PACKAGE_DIR))
     except Exception as exc:  # noqa: BLE001 - any failure here means "not isolated", never "run anyway"
         return False, notices + [f"the sandbox could not be set up ({exc}); the submission was not run"]
     os.environ.update(HOME=isolation.HOME, TMPDIR="/tmp", MPLCONFIGDIR=f"{isolation.HOME}/.matplotlib")
@@ -220,8 +221,9 @@ def prepare() -> None:
     first use of autograd and of the recorder's modes imports parts of torch lazily (torch._dynamo among
     them): done here too, so that no request's timer ever interrupts an import half-way."""
     import torch
-    from autograder import forbidden, isolation, protocol, submission  # noqa: F401 - imported for the children
-    from autograder.op_recorder import OpRecorder
+    from autograder import protocol  # noqa: F401 - imported for the children
+    from autograder.child import forbidden, isolation, vjp  # noqa: F401
+    from autograder.child.op_recorder import OpRecorder
 
     torch.set_num_threads(1)
     with OpRecorder(frozenset()):
@@ -232,7 +234,7 @@ def prepare() -> None:
 def start_forked(config: dict[str, Any], fds: list[int]) -> None:
     """Runs in a child just forked from the zygote: make it a process of its own (session, output, no
     descriptor but its socket, resource limits, working directory), then run the submission."""
-    from autograder.zygote import parent_death_signal
+    from autograder.child.zygote import parent_death_signal
 
     sock_fd, output_fd = fds
     os.setsid()
@@ -262,7 +264,7 @@ def run(config: dict[str, Any], sock: socket.socket) -> None:
     if not may_run:
         sys.exit(3)
     import torch  # before the student's code, so the recorder holds the real classes
-    from autograder import forbidden
+    from autograder.child import forbidden
 
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     server = Server(sock, namespace, config)  # imports all the kit's code the child needs, before the student's

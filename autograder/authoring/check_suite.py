@@ -2,7 +2,7 @@
 correct-but-different submissions through the real grader and report the suite's mutation score.
 
     python -m autograder check-suite [ASSIGNMENT] [--margins] [--reruns N] [--workers W]
-    python -m autograder.check_suite [ASSIGNMENT] ...            (the same)
+    python -m autograder.authoring.check_suite [ASSIGNMENT] ...            (the same)
 
 Every catalogue entry (`assignments/<name>/catalogue/`) is written to a file and graded by
 `autograder.grading.grade_file`: sandboxed child, hidden suites, rubric, exactly as a student's file.
@@ -36,13 +36,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from autograder import REPO_ROOT
+
 DEFAULT_WORKERS = 2
-# graded by the determinism check: the reference, a numeric bug in one part, a bug costing two parts, and a
-# submission whose values come from its own process's unseeded global RNG (input_grad_norm without
-# torch.manual_seed): its messages are reproducible only if the child seeds the global RNG before running
-# the submission
-DETERMINISM_ENTRIES = ("reference", "ln-unbiased-variance", "mha-heads-view-without-transpose", "grad-no-seed")
 
 
 class CheckSuiteError(Exception):
@@ -55,8 +51,8 @@ def load_catalogue(assignment: str) -> ModuleType:
     # modules import each other by absolute name, and the catalogue must be the same module whether the
     # kit's tests import it (pytest's pythonpath) or this command does.  check-suite is trusted and runs
     # from the checkout; the sandboxed child never inherits this sys.path (it builds its own).
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
     try:
         return importlib.import_module(f"assignments.{assignment}.catalogue")
     except ModuleNotFoundError as exc:
@@ -78,11 +74,11 @@ def grade_entry(assignment: str, path: str) -> dict[str, Any]:
     and the largest error ratio (|error| / allowed) each numeric test observed."""
     import torch
 
-    from autograder import checks
+    from autograder.judging import checks
     from autograder.grading import grade_file
-    from autograder.results import gradescope
-    from autograder.rubric import load_rubric
-    from autograder.sandbox import Limits
+    from autograder.reports.results import gradescope
+    from autograder.judging.rubric import load_rubric
+    from autograder.host.limits import Limits
 
     torch.set_num_threads(1)
     rubric = load_rubric(assignment)
@@ -273,19 +269,31 @@ def rerun_conditions(count: int) -> list[dict[str, str]]:
 def _cli_grade(job: tuple[str, int, Path, Path, dict[str, str]]) -> str:
     """One `python -m autograder grade` run; an error line, or "" when it exited 0."""
     name, i, path, out, changes = job
-    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), "-o", str(out)], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), "-o", str(out)], cwd=REPO_ROOT,
                           env={**os.environ, **changes}, capture_output=True, text=True, timeout=600)
     return "" if done.returncode == 0 else f"{name} run {i}: exit {done.returncode}: {done.stderr[-300:]}"
 
 
-def determinism(assignment: str, reruns: int, *, workers: int = DEFAULT_WORKERS, folder: Path | None = None,
-                names: tuple[str, ...] = DETERMINISM_ENTRIES) -> tuple[dict[str, bool], list[str]]:
+def determinism_entries(catalogue: ModuleType) -> tuple[str, ...]:
+    """The catalogue's DETERMINISM names, each an entry of it; reruns that would check nothing are an error."""
+    names = tuple(getattr(catalogue, "DETERMINISM", ()))
+    if not names:
+        raise CheckSuiteError(f"{catalogue.__name__} names no DETERMINISM entries, so --reruns would check nothing")
+    unknown = sorted(set(names) - {e.name for e in catalogue.entries()})
+    if unknown:
+        raise CheckSuiteError(f"{catalogue.__name__}.DETERMINISM names entries it does not have: {unknown}")
+    return names
+
+
+def determinism(assignment: str, reruns: int, *, workers: int = DEFAULT_WORKERS, folder: Path | None = None
+                ) -> tuple[dict[str, bool], list[str]]:
     """Grade the named entries `reruns` times each through `python -m autograder grade` under
     `rerun_conditions`; ({entry: its results.json files are byte-identical and every run exited 0}, report
     lines)."""
     from concurrent.futures import ThreadPoolExecutor
 
     catalogue = load_catalogue(assignment)
+    names = determinism_entries(catalogue)
     entries = [e for e in catalogue.entries() if e.name in names]
     own_folder = folder is None
     folder = Path(tempfile.mkdtemp(prefix="autograder-reruns-")) if folder is None else folder
@@ -328,6 +336,8 @@ def determinism(assignment: str, reruns: int, *, workers: int = DEFAULT_WORKERS,
 def run(assignment: str, *, show_margins: bool = False, reruns: int = 0, workers: int = DEFAULT_WORKERS,
         json_out: Path | None = None) -> int:
     try:
+        if reruns:  # before the long part, so that a run that cannot do what it was asked stops at once
+            determinism_entries(load_catalogue(assignment))
         started = time.monotonic()
         results = run_catalogue(assignment, workers=workers)
         seconds = time.monotonic() - started
@@ -355,15 +365,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("assignment", nargs="?", default="transformer_block", help="assignment to check")
     parser.add_argument("--margins", action="store_true", help="print the tolerance margins per hidden test")
     parser.add_argument("--reruns", type=int, default=0, metavar="N",
-                        help="also grade 3 entries N times through the CLI and compare results.json byte for byte")
+                        help="also grade the assignment's determinism entries N times each through the CLI and "
+                             "compare their results.json byte for byte")
     parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="grading processes (default 2)")
     parser.add_argument("--json", type=Path, help="write every entry's grading result to this file")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.check_suite", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m autograder.authoring.check_suite", description=__doc__.split("\n")[0])
     add_arguments(parser)
-    args = parser.parse_args(argv)
+    return run_from_arguments(parser.parse_args(argv))
+
+
+def run_from_arguments(args: argparse.Namespace) -> int:
     return run(args.assignment, show_margins=args.margins, reruns=args.reruns, workers=max(args.workers, 1),
                json_out=args.json)
 

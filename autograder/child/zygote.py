@@ -1,11 +1,11 @@
 """The warm untrusted side: one process that has imported torch and the child's code, and forks a fresh child
 for each submission.
 
-Started by autograder.sandbox (one per grading process) as `python -I -u -c ...` with one control socket.  It
+Started by autograder.host.sandbox (one per grading process) as `python -I -u -c ...` with one control socket.  It
 never runs student code, never imports the hidden suites or the solutions, and holds nothing of any
 submission: the cells reach each child over that child's own socket after the fork.  Children are forked from
 this process only, never from one another, so what one submission did is invisible to the next.  Each child
-then isolates itself exactly as a freshly started one would (autograder.child), before its first student line.
+then isolates itself exactly as a freshly started one would (autograder.child.serve), before its first student line.
 
 The control socket carries, grader to zygote, {"spawn": config} with the child's socket and output pipe as
 attached descriptors; zygote to grader, {"pid": n} for each spawn and {"exited": n, "status": s} when a child
@@ -86,7 +86,7 @@ def serve(control: socket.socket) -> None:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 code = 70
                 try:
-                    from autograder.child import start_forked
+                    from autograder.child.serve import start_forked
 
                     start_forked(request["spawn"], fds)
                     code = 0
@@ -107,7 +107,7 @@ def serve(control: socket.socket) -> None:
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     parent_death_signal()
-    from autograder.child import prepare
+    from autograder.child.serve import prepare
 
     prepare()  # torch and every module a child needs, imported once here instead of once per submission
     _send(control, {"ready": os.getpid()})

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from autograder.notebook_sync import REPO_ROOT, SOURCE_NOTEBOOK, _nbgrader, _source, strip_solution_markers
+from autograder.authoring.notebook_sync import REPO_ROOT, SOURCE_NOTEBOOK, _nbgrader, _source, strip_solution_markers
 
 RELEASE_NOTEBOOK = REPO_ROOT / "release" / "transformer_block" / "transformer_block.ipynb"
 

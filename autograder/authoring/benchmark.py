@@ -2,7 +2,7 @@
 execution, on the same notebooks in one run.  Prints a table; asserts nothing (timings belong here, not in
 tests).
 
-    python -m autograder.benchmark [N]     (default N = 24 notebooks)
+    python -m autograder.authoring.benchmark [N]     (default N = 24 notebooks)
 
 The class alternates the reference solution with single-bug submissions from the catalogue of known
 mistakes, each as the release notebook with its solution cells filled in.  Every way grades the whole class
@@ -39,8 +39,8 @@ from typing import Callable, Iterable, Sequence
 
 import psutil
 
-from autograder.demo import ASSIGNMENT, Course
-from autograder.notebook_sync import REPO_ROOT
+from autograder.authoring.demo import ASSIGNMENT, Course
+from autograder.authoring.notebook_sync import REPO_ROOT
 
 DEFAULT_COUNT = 24
 SAMPLE_SECONDS = 0.5
@@ -192,7 +192,7 @@ def write_class(folder: Path, count: int) -> list[Path]:
     if str(REPO_ROOT) not in sys.path:  # the catalogue lives in the checkout, outside the installed package
         sys.path.insert(0, str(REPO_ROOT))
     from assignments.transformer_block.catalogue import REFERENCE, EveryPart, entries, notebook
-    from autograder.samples import write_notebook
+    from autograder.authoring.samples import write_notebook
 
     mistakes = [e for e in entries() if e.part is not None and not isinstance(e.part, EveryPart)]
     by_part: dict[str, list] = {}
@@ -286,9 +286,9 @@ def floor_seconds(repeats: int) -> list[float]:
     """The hidden suites against the reference module, in this process; the first run warms it up."""
     import torch
 
-    from autograder.judge import run_suite
-    from autograder.rubric import load_rubric
-    from autograder.submission import ModuleSubmission
+    from autograder.judging.judge import run_suite
+    from autograder.judging.rubric import load_rubric
+    from autograder.judging.submission import ModuleSubmission
     import solutions.transformer_block as reference
 
     torch.set_num_threads(1)  # as grading does
@@ -306,7 +306,7 @@ def floor_seconds(repeats: int) -> list[float]:
 
 def measure_floor(repeats: int) -> list[float]:
     """floor_seconds in a fresh process that can import the reference (`solutions` is not installed)."""
-    code = f"import json; from autograder.benchmark import floor_seconds; print(json.dumps(floor_seconds({repeats})))"
+    code = f"import json; from autograder.authoring.benchmark import floor_seconds; print(json.dumps(floor_seconds({repeats})))"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     count = int(argv[0]) if argv else DEFAULT_COUNT
     if count < 1:
-        print("python -m autograder.benchmark: N must be at least 1", file=sys.stderr)
+        print("python -m autograder.authoring.benchmark: N must be at least 1", file=sys.stderr)
         return 2
     work = Path(tempfile.mkdtemp(prefix="autograder-benchmark-"))
     try:

@@ -7,7 +7,7 @@ rubric: checks a constructor alone can pass) earn their points only when at leas
 checks (all its other checks) passed.
 
 `skip_when_unchanged` lists the grade_ids of instructor cells that grading does not need (plots): while a
-submission's cell is exactly the release's, it is not run (autograder/source_cells.py).  Each must be a
+submission's cell is exactly the release's, it is not run (autograder/host/source_cells.py).  Each must be a
 locked code cell of the release notebook, which is what the submission is compared with.
 
 Rubrics and hidden suites live in the checkout, in `assignments/<name>/` at the repository root (the course
@@ -21,14 +21,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from autograder.source_cells import code_text
+from autograder import REPO_ROOT
+
+from autograder.host.source_cells import code_text
 
 if TYPE_CHECKING:  # the judge imports pytest and torch; scoring needs neither
-    from autograder.judge import Outcome
+    from autograder.judging.judge import Outcome
 
-# the repository root (the checkout this engine runs from, as autograder.sandbox.ROOT; not
-# AUTOGRADER_COURSE_ROOT, which may point at a scratch course holding only source/)
-REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENTS = REPO_ROOT / "assignments"
 RELEASES = REPO_ROOT / "release"  # the trusted release notebooks: release/<name>/<name>.ipynb
 
@@ -169,6 +168,12 @@ class PartScore:
     score: float
     tests: list[TestScore]
     forbidden: tuple[str, ...]
+
+    def forbidden_notice(self, names: str | None = None) -> str:
+        """The one wording students see when a part scored 0 for torch's own implementation (`names` as the
+        writer already made them safe to show; by default the operations joined)."""
+        names = ", ".join(self.forbidden) if names is None else names
+        return f"0 points: torch's own implementation was used ({names}); this part asks you to build it yourself."
 
 
 def score(rubric: Rubric, outcomes: list[Outcome]) -> list[PartScore]:

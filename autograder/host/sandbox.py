@@ -1,10 +1,10 @@
 """Starting, watching and killing the child process that runs a submission.
 
-One `Sandbox` is one child, forked from a warm zygote (autograder.zygote) that has already imported torch: its
+One `Sandbox` is one child, forked from a warm zygote (autograder.child.zygote) that has already imported torch: its
 own session and process group, a cgroup of its own where the machine offers cgroup v2 (killed as a whole
 with `cgroup.kill`), resource limits, output drained into a capped buffer, and a socket for requests.  The
 cells reach the child over that socket, never through a file.  The kernel isolation (namespaces, its own root file system and identity) is set up by the child
-itself before the student's first line (autograder.isolation); anything the OS refuses comes back as a
+itself before the student's first line (autograder.child.isolation); anything the OS refuses comes back as a
 notice, or stops the submission when isolation is required.
 """
 from __future__ import annotations
@@ -21,42 +21,17 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
+from autograder import REPO_ROOT
 from autograder import protocol
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one submission may use.  Defaults suit a 2-core CI machine."""
-
-    timeout: float = 180.0        # wall seconds for the whole submission: loading plus every request
-    cell_timeout: float = 30.0    # wall seconds per notebook cell while loading
-    request_timeout: float = 20.0  # wall seconds per request (one forward, one backward, ...)
-    memory_mb: int = 2048         # address space of the child (the reference needs about 1 GB)
-    output_kb: int = 64           # printed output kept (the rest is drained and dropped)
-    reply_mb: int = 64            # largest reply accepted from the child
-    file_size_mb: int = 16        # largest file the child may write
-    open_files: int = 256
-    processes: int = 64           # counted per sandbox: its own uid or user namespace
-    isolate: bool = True          # False only when the grader explicitly allows grading without isolation
-
-
-def rlimits(limits: Limits) -> dict[str, int]:
-    """Set by the child right after the fork, before its cells arrive.  RLIMIT_NPROC is not among them: it is
-    set once the child has its own identity, so that it counts this sandbox's processes alone."""
-    cpu = int(limits.timeout) + 5
-    return {"RLIMIT_AS": limits.memory_mb << 20, "RLIMIT_CPU": cpu, "RLIMIT_FSIZE": limits.file_size_mb << 20,
-            "RLIMIT_CORE": 0, "RLIMIT_NOFILE": limits.open_files}
+from autograder.host.limits import Limits, rlimits
 
 
 @functools.cache
 def isolation_refused() -> str | None:
     """None when this machine lets a child isolate itself, else why not (checked in a throw-away process)."""
-    from autograder import isolation
+    from autograder.child import isolation
 
     staging = tempfile.mkdtemp(prefix="autograder-probe-")
     try:
@@ -146,7 +121,7 @@ class ForkedChild:
 
 
 class Zygote:
-    """The grader's side of autograder.zygote: starts it, asks it for children, hears how they ended.
+    """The grader's side of autograder.child.zygote: starts it, asks it for children, hears how they ended.
 
     One per grading process, shared by every Sandbox in it (`Zygote.shared()`), started on first use and
     started again if it died."""
@@ -158,7 +133,7 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.control = ours
         self.errors = tempfile.TemporaryFile()  # what the zygote says if it fails (its children have their own)
-        bootstrap = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from autograder.zygote import main; main()"
+        bootstrap = f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from autograder.child.zygote import main; main()"
         self.process = subprocess.Popen(
             [sys.executable, "-I", "-u", "-c", bootstrap, str(theirs.fileno())], stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=self.errors, env={**CHILD_ENV, "HOME": "/nonexistent"},
@@ -230,7 +205,7 @@ class Sandbox:
         self.workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
         parent_sock, child_sock = socket.socketpair()
         self.sock = parent_sock
-        config = {"root": str(ROOT), "workdir": str(self.workdir), "isolate": limits.isolate,
+        config = {"root": str(REPO_ROOT), "workdir": str(self.workdir), "isolate": limits.isolate,
                   "cell_timeout": limits.cell_timeout,
                   "load_seconds": load_seconds if load_seconds is not None else limits.timeout,
                   "request_timeout": limits.request_timeout, "forbidden_ops": forbidden_ops,

@@ -3,7 +3,7 @@
 generate -> release -> (each student) fetch, fill in, submit -> collect -> autograde -> generate_feedback
 -> export, ending in the grade table from nbgrader's SQLite gradebook.
 
-    python -m autograder.demo [COURSE_DIR]      (default: build/demo-course, recreated)
+    python -m autograder.authoring.demo [COURSE_DIR]      (default: build/demo-course, recreated)
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autograder.notebook_sync import REPO_ROOT
-from autograder.samples import write_demo_class
+from autograder.authoring.notebook_sync import REPO_ROOT
+from autograder.authoring.samples import write_demo_class
 
 ASSIGNMENT = "transformer_block"
 COURSE_ID = "transformer-blocks"

@@ -5,7 +5,7 @@ Two levels report to the recorder while a request runs:
   entry point, including `getattr(F, "layer_norm")`, subclasses of nn.LayerNorm and nn.MultiheadAttention's
   Python path, even after the student reloaded torch.nn.functional;
 - the aten dispatch level (every kernel actually dispatched, including `torch.ops.aten.*` and the fused
-  kernels nn.TransformerEncoderLayer's fast path uses): autograder.forbidden overrides those kernels in the
+  kernels nn.TransformerEncoderLayer's fast path uses): autograder.child.forbidden overrides those kernels in the
   dispatcher and tells the recorder of each call (`forbidden.disable(names, recorder.saw)`).  A
   TorchDispatchMode would see the same calls, at the price of a Python call for every aten operation of the
   submission, which made each request about fifteen times slower.

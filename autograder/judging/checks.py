@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NoReturn, Sequenc
 import pytest
 import torch
 
-from autograder.submission import ModuleHandle, Opaque, StudentError, Submission
+from autograder.judging.submission import ModuleHandle, Opaque, StudentError, Submission
 
 F32_EPS = torch.finfo(torch.float32).eps
 F64_EPS = torch.finfo(torch.float64).eps
@@ -252,10 +252,7 @@ def student_error_message(err: StudentError, doing: str) -> str:
     if err.type_name == "NameError" and "is not defined" in err.message and doing.startswith("calling"):
         return f"While {doing}: {err.message}. Does your submission define it at the top level of the file?"
     text = err.message if len(err.message) <= _MAX_ERROR_TEXT else err.message[:_MAX_ERROR_TEXT] + " ..."
-    msg = f"While {doing}, your code raised {err.type_name}" + (f": {text}" if text else "")
-    if err.where:
-        msg += f"\n  (at {err.where})"
-    return msg
+    return f"While {doing}, your code raised {err.type_name}" + (f": {text}" if text else "")
 
 
 @contextlib.contextmanager
@@ -475,7 +472,6 @@ def assert_close(actual: Any, expected: torch.Tensor, *, what: str, inputs: str 
             shown.add(hint)
     lines.extend(f"  Hint: {hint}" for hint in hints if hint not in shown)
     fail("\n".join(lines))
-    return actual  # unreachable
 
 
 def is_close(actual: Any, expected: torch.Tensor, *, atol: float, rtol: float = 0.0) -> bool:

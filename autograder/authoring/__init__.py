@@ -1,0 +1,1 @@
+"""Tools for whoever writes an assignment: sync, release, samples, check-suite, demo, benchmark."""

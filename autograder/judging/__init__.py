@@ -1,0 +1,1 @@
+"""What decides a grade: the suites' API and toolkit, the judge that runs the hidden suites, the rubric."""

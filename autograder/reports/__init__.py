@@ -1,0 +1,1 @@
+"""What a grade is written as."""
