@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from autograder.judging.fingerprint import assignment_fingerprint
-from autograder.grading import GradeResult, as_text, file_sha256, grade_file
+from autograder.result import GradeResult, as_text, file_sha256
 from autograder.interrupts import JudgingInterrupted, raise_terminated
 from autograder.reports.results import gradescope, write_json_atomic
 from autograder.judging.rubric import Rubric
@@ -108,6 +108,8 @@ def pending_entries(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits,
 def grade_report(path: Path, rubric: Rubric, limits: Limits) -> tuple[GradeResult, dict[str, Any]]:
     """Grades one file: its GradeResult and its results.json, keyed by what was graded against what."""
     fingerprint = assignment_fingerprint(rubric, limits)  # before grading: the suites the judge will read
+    from autograder.grading import grade_file  # the judge and torch: only where grading happens
+
     result = grade_file(path, rubric, limits)
     return result, gradescope(result, cells_sha256=result.cells_sha256, assignment_fingerprint=fingerprint)
 
@@ -173,6 +175,9 @@ def _worker_sigterm(signum: int, frame: Any) -> None:
 def _init_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the main process decides
     signal.signal(signal.SIGTERM, _worker_sigterm)
+    from autograder.host.sandbox import Zygote
+
+    Zygote.shared()  # the zygote imports torch while this worker imports the judge for its first submission
 
 
 def _grade_in_worker(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limits) -> str:

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
 
 from autograder.authoring import check_suite
+from autograder.authoring.assignment import assignment_names
 from autograder.interrupts import JudgingInterrupted, interruption, raise_terminated
 from autograder.judging.rubric import RubricError, load_rubric
 from autograder.host import limits
@@ -22,7 +24,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--assignment", default="transformer_block", help="assignment (rubric) to grade against")
+    parser.add_argument("--assignment", help="assignment to grade against (default: $AUTOGRADER_ASSIGNMENT, or "
+                                             "the checkout's only assignment)")
     limits.add_flags(parser)
 
 
@@ -62,15 +65,26 @@ def _stopped(exc: BaseException, consequence: str) -> int:
     return stopped.exit_code
 
 
+def _assignment(chosen: str | None) -> str:
+    """--assignment, else $AUTOGRADER_ASSIGNMENT, else the checkout's only assignment."""
+    if chosen or os.environ.get("AUTOGRADER_ASSIGNMENT"):
+        return chosen or os.environ["AUTOGRADER_ASSIGNMENT"]
+    names = assignment_names()
+    if len(names) != 1:
+        raise RubricError(f"this checkout has {len(names)} assignments ({', '.join(names) or 'none'}): "
+                          "name one with --assignment or AUTOGRADER_ASSIGNMENT")
+    return names[0]
+
+
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "check-suite":
+        return check_suite.run_from_arguments(args)
     try:
-        rubric = load_rubric(args.assignment)
+        rubric = load_rubric(_assignment(args.assignment))
     except RubricError as exc:
         print(f"python -m autograder: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
-    if args.command == "check-suite":
-        return check_suite.run_from_arguments(args)
     # on a cluster the workers grade, and each checks its own sandbox
     if not args.allow_unisolated and not getattr(args, "scheduler", None) and (refused := isolation_refused()):
         print(f"python -m autograder: error: this machine allows no sandbox ({refused}); "

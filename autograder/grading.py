@@ -10,31 +10,14 @@ from pathlib import Path
 import torch
 
 from autograder.judging.fingerprint import cells_sha256
+from autograder.result import GradeResult, as_text, file_sha256
 from autograder.interrupts import JudgingInterrupted, interruption
 from autograder.judging.judge import run_suite
-from autograder.host.remote import LoadReport, RemoteSubmission
+from autograder.host.remote import RemoteSubmission
 from autograder.judging.rubric import PartScore, Rubric, score
 from autograder.host.limits import Limits
 from autograder.host.source_cells import UnreadableSubmission, read_cells
 from autograder.judging.submission import Submission, SubmissionBroken
-
-
-@dataclass
-class GradeResult:
-    submission: str
-    sha256: str
-    assignment: str
-    parts: list[PartScore]
-    max_score: float
-    load: LoadReport = field(default_factory=LoadReport)
-    unreadable: str = ""
-    cells_sha256: str = ""  # what was graded (autograder.judging.fingerprint.cells_sha256); "" when nothing could be read
-    printed: str = ""
-    seconds: float = 0.0
-
-    @property
-    def score(self) -> float:
-        return round(sum(p.score for p in self.parts), 4)
 
 
 class Unjudgeable(Submission):
@@ -51,19 +34,6 @@ class Unjudgeable(Submission):
         raise SubmissionBroken(self.reason)
 
     call = vjp = new = _refuse
-
-
-def file_sha256(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return ""
-
-
-def as_text(name: str) -> str:
-    """A file name (or text holding one) as valid UTF-8: bytes that are not UTF-8, which Python carries as
-    lone surrogates, become backslash escapes such as \\xe9, so that JSON, CSV and stdout never fail on it."""
-    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def grade_file(path: Path, rubric: Rubric, limits: Limits) -> GradeResult:

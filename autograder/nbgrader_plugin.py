@@ -26,7 +26,8 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Int, List, TraitType, Unicode
 
 from autograder.judging.fingerprint import assignment_fingerprint, file_cells_sha256
-from autograder.grading import GradeResult, grade_file
+from autograder.grading import grade_file
+from autograder.result import GradeResult
 from autograder.reports.results import from_gradescope, message_text, summary
 from autograder.judging.rubric import PartScore, Rubric, load_rubric
 from autograder.host.limits import Limits, knobs

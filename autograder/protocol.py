@@ -221,8 +221,9 @@ class Encoder:
     """Turns plain values and tensors into tagged JSON plus blobs.  `tensor_bytes` is supplied by the side
     that owns torch objects (it decides how to read a tensor's memory safely)."""
 
-    def __init__(self, tensor_bytes) -> None:
+    def __init__(self, tensor_bytes, object_key=None) -> None:
         self.tensor_bytes = tensor_bytes
+        self.object_key = object_key  # the grader's: a handle of the child's own object -> its key, else None
         self.blobs: list[bytes] = []
 
     def encode(self, value: Any, depth: int = 0) -> Any:
@@ -243,6 +244,8 @@ class Encoder:
             if len(value) > MAX_ITEMS or not all(type(k) is str for k in value):
                 raise ProtocolError("dict too long or with non-string keys")
             return {"k": "dict", "v": {k: self.encode(v, depth + 1) for k, v in value.items()}}
+        if self.object_key is not None and (key := self.object_key(value)) is not None:
+            return {"k": "object", "id": key}
         found = self.tensor_bytes(value)
         if found is None:
             return {"k": "opaque", "type": type(value).__name__[:100]}
@@ -255,10 +258,12 @@ class Decoder:
     """Checks and rebuilds what an Encoder produced.  Every field is validated: this runs on the trusted
     side on bytes the student's process chose."""
 
-    def __init__(self, payload: bytes, make_tensor) -> None:
+    def __init__(self, payload: bytes, make_tensor, resolve_object=None) -> None:
         self.payload = memoryview(payload)
         self.offset = 0
         self.make_tensor = make_tensor
+        # the child's: an object key -> the object.  The grader's decoder has none: replies carry values only
+        self.resolve_object = resolve_object
 
     def decode(self, node: Any, depth: int = 0) -> Any:
         if depth > MAX_NESTING or type(node) is not dict:
@@ -288,6 +293,11 @@ class Decoder:
             return ("opaque", clean_text(name, 100) if type(name) is str else "?")
         if kind == "tensor":
             return self.make_tensor(*self._tensor_parts(node))
+        if kind == "object" and self.resolve_object is not None:
+            key = node.get("id")
+            if type(key) is not int:
+                raise ProtocolError("malformed object reference")
+            return self.resolve_object(key)
         raise ProtocolError(f"unknown value kind {clean_text(kind, 40)!r}")
 
     @staticmethod

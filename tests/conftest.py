@@ -13,6 +13,10 @@ import pytest
 from autograder import REPO_ROOT as REPO
 from autograder.authoring.samples import student_notebook, write_notebook
 
+ASSIGNMENT = "transformer_block"  # the assignment the kit's own end-to-end tests grade
+os.environ.setdefault("AUTOGRADER_ASSIGNMENT", ASSIGNMENT)
+# one mistake, costing layer_norm only: the unbiased variance (divides by d - 1)
+UNBIASED_VARIANCE = ("var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)", "var = x.var(dim=-1, keepdim=True)")
 
 
 def run_cli(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -55,8 +59,8 @@ def processes_mentioning(token: str) -> list[str]:
 @pytest.fixture(scope="session")
 def samples(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("samples")
-    write_notebook(student_notebook(), folder / "correct.ipynb")
-    write_notebook(student_notebook(solved=False), folder / "untouched.ipynb")
+    write_notebook(student_notebook("transformer_block"), folder / "correct.ipynb")
+    write_notebook(student_notebook("transformer_block", solved=False), folder / "untouched.ipynb")
     return folder
 
 
@@ -70,9 +74,9 @@ def grade_class_both_ways(folder: Path, out: Path, course_root: Path, through_nb
     import csv
     from concurrent.futures import ThreadPoolExecutor
 
-    from autograder.authoring.demo import ASSIGNMENT, Course
+    from autograder.authoring.demo import Course
 
-    course = Course(course_root)
+    course = Course(course_root, ASSIGNMENT)
     course.create()
     course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
     for student in through_nbgrader:

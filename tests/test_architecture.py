@@ -81,3 +81,14 @@ def test_the_architecture_page_and_readme_name_every_folder():
     for path in PACKAGE_DIR.rglob("*.py"):  # and every module is named in one of them
         if path.name not in ("__init__.py", "__main__.py"):
             assert path.stem in page or path.stem in readme, f"{path.relative_to(PACKAGE_DIR)} is in neither page"
+
+
+def test_the_coordinator_of_a_batch_never_imports_torch():
+    # grade-all --jobs N: the main process only hands out files and writes results; its workers grade
+    script = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r})\n"
+              "import autograder.cli, autograder.batch, autograder.cluster, autograder.reports.results\n"
+              "print(sorted(m for m in ('torch', 'pytest', 'autograder.grading', 'autograder.judging.judge') "
+              "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

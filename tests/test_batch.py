@@ -15,7 +15,8 @@ import time
 import pytest
 
 from autograder.batch import STALE_ASSIGNMENT
-from autograder.authoring.samples import UNBIASED_VARIANCE, student_notebook, write_notebook
+from autograder.authoring.samples import student_notebook, write_notebook
+from conftest import UNBIASED_VARIANCE
 from conftest import REPO, run_cli
 from test_cli import JUDGING_SETTLES, slow_notebook, start_cli, wait_for
 
@@ -23,8 +24,8 @@ from test_cli import JUDGING_SETTLES, slow_notebook, start_cli, wait_for
 def test_nbgrader_layout_and_flat_folder_give_the_same_grades(tmp_path):
     flat, nested = tmp_path / "flat", tmp_path / "course" / "submitted"
     for student, mutations in {"ann": [], "ben": [UNBIASED_VARIANCE]}.items():
-        write_notebook(student_notebook(mutations), flat / f"{student}.ipynb")
-        write_notebook(student_notebook(mutations), nested / student / "transformer_block" / "transformer_block.ipynb")
+        write_notebook(student_notebook("transformer_block", mutations), flat / f"{student}.ipynb")
+        write_notebook(student_notebook("transformer_block", mutations), nested / student / "transformer_block" / "transformer_block.ipynb")
     for source, out in [(flat, tmp_path / "out-flat"), (tmp_path / "course", tmp_path / "out-nested")]:
         done = run_cli("grade-all", source, "-o", out)
         assert done.returncode == 0, done.stderr
@@ -36,7 +37,7 @@ def test_nbgrader_layout_and_flat_folder_give_the_same_grades(tmp_path):
 def test_killed_batch_resumes_without_regrading_or_losing_results(tmp_path):
     folder, out = tmp_path / "class", tmp_path / "out"
     for i in range(3):
-        write_notebook(student_notebook(), folder / f"s{i}.ipynb")
+        write_notebook(student_notebook("transformer_block"), folder / f"s{i}.ipynb")
     batch = subprocess.Popen([sys.executable, "-m", "autograder", "grade-all", str(folder), "-o", str(out)],
                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     first = out / "s0.json"
@@ -59,9 +60,9 @@ def test_killed_batch_resumes_without_regrading_or_losing_results(tmp_path):
 
 def test_changed_submission_is_regraded(tmp_path):
     folder, out = tmp_path / "class", tmp_path / "out"
-    path = write_notebook(student_notebook(), folder / "s.ipynb")
+    path = write_notebook(student_notebook("transformer_block"), folder / "s.ipynb")
     assert run_cli("grade-all", folder, "-o", out).returncode == 0
-    write_notebook(student_notebook([UNBIASED_VARIANCE]), path)
+    write_notebook(student_notebook("transformer_block", [UNBIASED_VARIANCE]), path)
     done = run_cli("grade-all", folder, "-o", out)
     assert "s: the submission changed since it was graded: regraded" in done.stderr
     assert not (out / "grades.csv").read_text().splitlines()[1].startswith("s,100,")
@@ -127,7 +128,7 @@ def test_a_terminal_gets_a_progress_bar(tmp_path):
                          ids=["SIGINT", "SIGTERM-jobs-2"])
 def test_a_signal_stops_the_batch_and_records_nothing_for_the_submission_in_progress(tmp_path, signum, jobs):
     folder, out = tmp_path / "class", tmp_path / "out"
-    write_notebook(student_notebook(), folder / "a.ipynb")
+    write_notebook(student_notebook("transformer_block"), folder / "a.ipynb")
     slow_notebook(folder / "b.ipynb")  # judged for a minute or more
     batch = start_cli("grade-all", folder, "-o", out, "--jobs", str(jobs), "--request-timeout", "30")
     wait_for(lambda: (out / "a.json").exists(), batch)
@@ -139,7 +140,7 @@ def test_a_signal_stops_the_batch_and_records_nothing_for_the_submission_in_prog
     assert sorted(p.name for p in out.iterdir()) == ["a.json"]  # no b.json, no grades.csv, no half-written file
 
     # the same limits (they are part of what a kept result must match); b now quick to grade
-    write_notebook(student_notebook(), folder / "b.ipynb")
+    write_notebook(student_notebook("transformer_block"), folder / "b.ipynb")
     rerun = run_cli("grade-all", folder, "-o", out, "--request-timeout", "30")
     assert rerun.returncode == 0, rerun.stderr
     assert "a: already graded, kept" in rerun.stderr and "b: " in rerun.stderr

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from autograder.authoring import benchmark
 from autograder.authoring.benchmark import MemorySampler, Sample, Way, format_notes, format_table
 
@@ -37,13 +39,15 @@ def test_peaks_of_the_two_halves_of_a_class():
                        Sample(0.3, 8 * MB, 3), Sample(0.4, 1 * MB, 4)]
     assert sampler.peak == 9 * MB
     assert sampler.peak_while(2) == (9 * MB, 8 * MB)
+    assert sampler.steady_rate(4) == pytest.approx((0.1, 0.1))  # 1 done at 0.1 s, all 4 at 0.4 s
+    assert sampler.steady_rate(5) is None  # the fifth never arrived
 
 
 def test_table_gives_seconds_per_submission_and_speed_against_the_first_way():
     ways = [Way("nbgrader default", seconds=40.0, peak=300 * MB),
             Way("kit grade FILE", seconds=10.0, peak=150 * MB, commands=[3.0, 2.0, 2.5, 2.5]),
             Way("kit grade-all --jobs 2", seconds=5.0, peak=2048 * MB, halves=(2000 * MB, 2048 * MB),
-                sampler_cpu=0.1),
+                sampler_cpu=0.1, steady=(2.5, 0.5)),
             Way("kit with Dask", skipped="no --scheduler option")]
     assert format_table(ways, 4).split("\n") == [
         "way                     s/submission  x faster  peak memory (Pss)",
@@ -51,10 +55,12 @@ def test_table_gives_seconds_per_submission_and_speed_against_the_first_way():
         "kit grade FILE                  2.50     x4.00             150 MB",
         "kit grade-all --jobs 2          1.25     x8.00           2,048 MB",
         "kit with Dask           skipped: no --scheduler option"]
-    notes = format_notes(ways, [0.5, 0.7, 0.6]).split("\n")
+    notes = format_notes(ways, [0.5, 0.7, 0.6], 4).split("\n")
     assert notes == [
         "kit grade-all --jobs 2: peak 2,000 MB while grading the first half of the class, 2,048 MB for the "
         "second half",
+        "kit grade-all --jobs 2: first result after 2.5 s (start-up), then 0.50 s per submission (x20.00 against "
+        "the first way)",
         "one `grade FILE` command: 3.00 s wall (the first); median 2.50 s, min 2.00 s",
         "memory sampling took at most 2.0% of one core's time during a way",
         "floor (the hidden suites' own computations on the reference, one warm process, 3 runs): min 0.50 s, "

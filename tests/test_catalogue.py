@@ -20,12 +20,13 @@ from typing import Any, Callable
 
 import pytest
 
-from assignments.transformer_block import catalogue  # from the checkout root (pytest's pythonpath)
-from assignments.transformer_block.catalogue import CatalogueError, Entry, M, may_cost
+from autograder.authoring.catalogue import REFERENCE, CatalogueError, Entry, M, load
 from autograder.authoring import check_suite
 from autograder.host.source_cells import read_cells
 
 ASSIGNMENT = "transformer_block"
+catalogue = load(ASSIGNMENT)
+may_cost = catalogue.may_cost
 ENTRIES = {e.name: e for e in catalogue.entries()}
 MISTAKES = [e for e in ENTRIES.values() if e.part is not None]
 VARIANTS = [e for e in ENTRIES.values() if e.part is None]
@@ -86,7 +87,7 @@ def _describe(result: dict) -> str:
 def test_catalogue_size_and_shape():
     assert len(MISTAKES) >= 45 and len(VARIANTS) >= 15, (len(MISTAKES), len(VARIANTS))
     assert sum(e.notebook for e in MISTAKES) >= 2 and sum(e.notebook for e in VARIANTS) >= 2
-    assert {e.part for e in MISTAKES} == set(catalogue.BUILT_ON)
+    assert {e.part for e in MISTAKES} == set(catalogue.built_on)
     missing = [name for name in REQUIRED + REQUIRED_VARIANTS if name not in ENTRIES]
     assert not missing, missing
 
@@ -102,7 +103,7 @@ def test_entry_builds_from_the_reference(name, tmp_path):
     for number, cell in enumerate(read_cells(path), 1):
         compile(cell, f"{path.name} cell {number}", "exec")
     if entry.mutations or entry.replace:
-        assert catalogue.solution_cells(entry) != catalogue.solution_cells(catalogue.REFERENCE)
+        assert catalogue.solution_cells(entry) != catalogue.solution_cells(REFERENCE)
 
 
 def test_stale_mutation_fails_loudly():

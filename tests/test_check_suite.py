@@ -1,28 +1,32 @@
 """check-suite's own rules, without grading the catalogue (test_catalogue.py grades it)."""
 from __future__ import annotations
 
-import types
-
 import pytest
 
 from autograder.authoring import check_suite
+from autograder.authoring.assignment import Assignment
+from autograder.authoring.catalogue import Catalogue, CatalogueError, Entry
 from autograder.cli import build_parser
 from conftest import run_cli
 
 
-def fake_catalogue(**attributes) -> types.ModuleType:
-    module = types.ModuleType("assignments.fake.catalogue")
-    module.entries = lambda: [types.SimpleNamespace(name="reference"), types.SimpleNamespace(name="bug")]
-    vars(module).update(attributes)
-    return module
+def catalogue_with(tmp_path, manifest_tail: str) -> Catalogue:
+    """A catalogue of two entries whose manifest (in a scratch checkout) ends with `manifest_tail`."""
+    assignment = Assignment("fake", tmp_path)
+    assignment.folder.mkdir(parents=True)
+    assignment.manifest.write_text('[[parts]]\nname = "p"\npoints = 1\nsuite = "test_p.py"\n' + manifest_tail)
+    return Catalogue(assignment, [Entry("bug", "a bug", "p")], [])
 
 
-def test_reruns_without_determinism_entries_are_an_error_not_a_pass():
-    with pytest.raises(check_suite.CheckSuiteError, match="names no DETERMINISM entries"):
-        check_suite.determinism_entries(fake_catalogue())
-    with pytest.raises(check_suite.CheckSuiteError, match=r"does not have: \['typo'\]"):
-        check_suite.determinism_entries(fake_catalogue(DETERMINISM=("reference", "typo")))
-    assert check_suite.determinism_entries(fake_catalogue(DETERMINISM=("bug",))) == ("bug",)
+def test_reruns_without_determinism_entries_are_an_error_not_a_pass(tmp_path):
+    with pytest.raises(check_suite.CheckSuiteError, match="names no \\[catalogue\\] determinism entries"):
+        check_suite.determinism_entries(catalogue_with(tmp_path / "a", ""))
+    with pytest.raises(CatalogueError, match=r"does not have: \['typo'\]"):
+        catalogue_with(tmp_path / "b", '[catalogue]\ndeterminism = ["reference", "typo"]\n')
+    with pytest.raises(CatalogueError, match=r"unknown keys \['determinsm'\]"):
+        catalogue_with(tmp_path / "c", '[catalogue]\ndeterminsm = ["bug"]\n')
+    assert check_suite.determinism_entries(catalogue_with(tmp_path / "d", '[catalogue]\ndeterminism = ["bug"]\n')) \
+        == ("bug",)
 
 
 def test_the_cli_and_the_module_take_the_same_options():

@@ -41,7 +41,7 @@ def test_reference_gets_full_marks_and_release_gets_zero(samples, tmp_path):
 
 @pytest.mark.parametrize("part", sorted(ONE_BUG_PER_PART))
 def test_one_bug_loses_points_in_its_own_part_only(part, tmp_path):
-    notebook = write_notebook(student_notebook([ONE_BUG_PER_PART[part]]), tmp_path / f"bug_{part}.ipynb")
+    notebook = write_notebook(student_notebook("transformer_block", [ONE_BUG_PER_PART[part]]), tmp_path / f"bug_{part}.ipynb")
     results, _, _ = grade(notebook, tmp_path)
     scores, maxima = part_scores(results), full_marks(results)
     assert scores[part] < maxima[part]
@@ -96,8 +96,8 @@ def test_usage_errors_exit_2_with_one_line(args, message):
 
 
 def test_python_file_submission_with_prints(tmp_path):
-    from autograder.authoring.samples import solution_code
-    source = "\n\n".join(["import math\nimport torch\nimport torch.nn as nn", *solution_code().values()])
+    from autograder.authoring.assignment import Assignment
+    source = "\n\n".join(["import math\nimport torch\nimport torch.nn as nn", *Assignment("transformer_block").solution_code().values()])
     path = tmp_path / "student.py"
     path.write_text("print('working on it')\n" + source + "\nprint(layer_norm)\n")
     results, _, _ = grade(path, tmp_path)
@@ -112,7 +112,7 @@ def test_torchs_own_implementation_scores_its_part_zero(tmp_path):
     via_aten = ("    return torch.softmax(scores, dim=-1)",
                 "    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, k)  # borrowed, then hidden\n"
                 "    return torch.softmax(scores, dim=-1)")
-    notebook = write_notebook(student_notebook([via_getattr, via_aten]), tmp_path / "borrowed.ipynb")
+    notebook = write_notebook(student_notebook("transformer_block", [via_getattr, via_aten]), tmp_path / "borrowed.ipynb")
     results, _, _ = grade(notebook, tmp_path)
     scores = part_scores(results)
     assert scores["layer_norm"] == 0 and scores["attention"] == 0
@@ -132,7 +132,7 @@ SLOW_LAYER_NORM = ("    mean = x.mean(dim=-1, keepdim=True)\n",
 def slow_notebook(path: Path) -> Path:
     """Solves every part, but each layer_norm call sleeps 3 s: the judge runs for a minute or more.  Only the
     imports and solution cells are kept, so that loading the notebook calls nothing (its checks would)."""
-    notebook = student_notebook([SLOW_LAYER_NORM])
+    notebook = student_notebook("transformer_block", [SLOW_LAYER_NORM])
     kept = [c for c in notebook["cells"] if c["cell_type"] == "code"
             and (c["metadata"]["nbgrader"].get("solution") or c["metadata"]["nbgrader"]["grade_id"] == "imports")]
     return write_notebook({**notebook, "cells": kept}, path)
@@ -204,7 +204,7 @@ def test_a_slow_part_costs_only_itself(tmp_path):
     call it, run out of their share of the time; the checks decided before that keep their verdicts, and
     the parts that never call it keep full marks."""
     slow = (SLOW_LAYER_NORM[0], SLOW_LAYER_NORM[1].replace("sleep(3)", "sleep(1.2)"))
-    path = write_notebook(student_notebook([slow]), tmp_path / "slow.ipynb")
+    path = write_notebook(student_notebook("transformer_block", [slow]), tmp_path / "slow.ipynb")
     results, seconds, _ = grade(path, tmp_path, "--timeout", "60", "--request-timeout", "3")
     scores, maxima = part_scores(results), full_marks(results)
     for untouched in ("attention", "multi_head_attention", "gradient_experiment"):
@@ -212,3 +212,19 @@ def test_a_slow_part_costs_only_itself(tmp_path):
     assert 0 < scores["layer_norm"] < maxima["layer_norm"]  # the checks decided in time keep their verdicts
     assert any("ran out of time" in t["output"] for t in results["tests"] if t["name"].startswith("layer_norm"))
     assert seconds < 60 + 30
+
+
+def test_the_assignment_is_named_or_the_only_one(monkeypatch):
+    from autograder import cli
+    from autograder.judging.rubric import RubricError
+
+    monkeypatch.delenv("AUTOGRADER_ASSIGNMENT", raising=False)
+    monkeypatch.setattr(cli, "assignment_names", lambda: ["gpt_decoder", "transformer_block"])
+    with pytest.raises(RubricError, match=r"2 assignments \(gpt_decoder, transformer_block\): name one"):
+        cli._assignment(None)
+    assert cli._assignment("gpt_decoder") == "gpt_decoder"
+    monkeypatch.setenv("AUTOGRADER_ASSIGNMENT", "transformer_block")
+    assert cli._assignment(None) == "transformer_block"
+    monkeypatch.delenv("AUTOGRADER_ASSIGNMENT")
+    monkeypatch.setattr(cli, "assignment_names", lambda: ["transformer_block"])
+    assert cli._assignment(None) == "transformer_block"

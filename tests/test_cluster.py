@@ -17,7 +17,9 @@ from typing import Iterator
 import pytest
 from distributed import Client
 
-from autograder.authoring.samples import UNBIASED_VARIANCE, solution_code, student_notebook, write_notebook
+from autograder.authoring.assignment import Assignment
+from autograder.authoring.samples import student_notebook, write_notebook
+from conftest import UNBIASED_VARIANCE
 from conftest import REPO, run_cli
 from test_cli import start_cli, wait_for
 
@@ -90,7 +92,7 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
 
 def write_class(folder: Path, students: dict[str, list]) -> None:
     for student, mutations in students.items():
-        write_notebook(student_notebook(mutations), folder / f"{student}.ipynb")
+        write_notebook(student_notebook("transformer_block", mutations), folder / f"{student}.ipynb")
 
 
 def without_timing(results: dict) -> dict:
@@ -117,8 +119,8 @@ def graded_once(stderr: str, students: list[str]) -> bool:
 def test_the_cluster_gives_the_grades_a_local_batch_gives(cluster, tmp_path):
     folder = tmp_path / "class"
     write_class(folder, {"alice": [], "bob": [UNBIASED_VARIANCE]})
-    write_notebook(student_notebook(solved=False), folder / "carol.ipynb")
-    source = "\n\n".join(["import math\nimport torch\nimport torch.nn as nn", *solution_code().values()])
+    write_notebook(student_notebook("transformer_block", solved=False), folder / "carol.ipynb")
+    source = "\n\n".join(["import math\nimport torch\nimport torch.nn as nn", *Assignment("transformer_block").solution_code().values()])
     (folder / "dave.py").write_text(source + "\n")  # the suffix travels with the bytes
     local = run_cli("grade-all", folder, "-o", tmp_path / "local", "--jobs", "2")
     assert local.returncode == 0, local.stderr

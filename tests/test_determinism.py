@@ -74,7 +74,7 @@ def test_the_grader_processes_really_started_with_1_and_2_torch_threads(reruns):
     # without this, the thread variation could silently stop reaching the grader and the test below would
     # still pass; one distinct environment per rerun (hash seeds differ), two thread counts among them
     _, _, _, graders, threads = reruns
-    assert graders == RERUNS * len(check_suite.determinism_entries(check_suite.load_catalogue("transformer_block")))
+    assert graders == RERUNS * len(check_suite.load_catalogue("transformer_block").determinism)
     assert len(threads) == RERUNS and set(threads) == {1, 2}, threads
 
 
@@ -94,7 +94,7 @@ def test_reruns_graded_what_they_should(reruns):
     runs = sorted(folder.glob("run*"))
     assert [run.name for run in runs] == [f"run{i:02d}" for i in range(RERUNS)], runs
     for run in runs:
-        assert sorted(p.stem for p in run.glob("*.json")) == sorted(check_suite.determinism_entries(check_suite.load_catalogue("transformer_block"))), run
+        assert sorted(p.stem for p in run.glob("*.json")) == sorted(check_suite.load_catalogue("transformer_block").determinism), run
         scores = {p.stem: json.loads(p.read_text())["score"] for p in run.glob("*.json")}
         assert scores["reference"] == 100, scores
         assert all(0 < scores[name] < 100 for name in scores if name != "reference"), scores

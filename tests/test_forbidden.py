@@ -91,7 +91,7 @@ UNTOUCHED_PARTS = ("attention", "multi_head_attention", "gradient_experiment")
 
 def attack_notebook(student: str) -> dict:
     new_body, extra_cell = ATTACKS[student]
-    notebook = student_notebook([(HONEST_BODY, body(new_body))])
+    notebook = student_notebook("transformer_block", [(HONEST_BODY, body(new_body))])
     if extra_cell:
         notebook["cells"].append({"cell_type": "code", "metadata": {}, "source": extra_cell, "outputs": [],
                                   "execution_count": None})

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from autograder import protocol
-from autograder.grading import GradeResult
+from autograder.result import GradeResult
 from autograder.host.remote import _make_tensor
 from autograder.reports.results import gradescope, summary
 from autograder.judging.rubric import Part, PartScore

@@ -203,7 +203,7 @@ def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
     folder, out = root / "class", root / "out"
     for student, changes in the_class(out, str(folder)).items():
-        notebook = student_notebook(solved=changes is not None, mutations=changes[0] if changes else [])
+        notebook = student_notebook("transformer_block", solved=changes is not None, mutations=changes[0] if changes else [])
         if student == "snoop":
             notebook["cells"].append(code_cell(f"__CLASS__ = {str(folder)!r}\n" + SNOOP))
         notebook["cells"] += [code_cell(c) for c in (changes[1] if changes else [])]
@@ -235,7 +235,7 @@ def test_top_level_hazards_cost_only_their_own_cells(graded):
     results = graded.results
     hazards = results["hazards"]
     assert hazards["score"] == 100, hazards["output"]
-    first = sum(c["cell_type"] == "code" for c in student_notebook()["cells"]) + 1
+    first = sum(c["cell_type"] == "code" for c in student_notebook("transformer_block")["cells"]) + 1
     for number, hazard in enumerate(TOP_LEVEL_HAZARDS, start=first):
         if hazard not in SILENT_HAZARDS:
             assert f"Cell {number} raised" in hazards["output"], (hazard, hazards["output"])
@@ -278,7 +278,7 @@ def test_no_submission_reaches_another_or_leaves_files(graded):
 def test_hostile_bytes_cost_only_the_cell_that_wrote_them(graded, student):
     result = graded.results[student]
     assert result["score"] == 100, result["output"][:2000]
-    last = sum(c["cell_type"] == "code" for c in student_notebook()["cells"]) + 1
+    last = sum(c["cell_type"] == "code" for c in student_notebook("transformer_block")["cells"]) + 1
     assert f"Cell {last}" in result["output"], result["output"][:2000]
 
 

@@ -15,7 +15,8 @@ import pytest
 from nbgrader.utils import determine_grade
 
 from autograder.judging import judge
-from autograder.grading import GradeResult, Unjudgeable
+from autograder.grading import Unjudgeable
+from autograder.result import GradeResult
 from autograder.interrupts import JudgingInterrupted, Terminated
 from autograder.judging.judge import NOT_RUN, run_suite
 from autograder.nbgrader_plugin import write_verdicts

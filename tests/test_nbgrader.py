@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder.authoring.demo import ASSIGNMENT, Course
+from autograder.authoring.demo import Course
 from autograder.judging.rubric import load_rubric
-from autograder.authoring.samples import UNBIASED_VARIANCE, student_notebook, write_notebook
+from autograder.authoring.samples import student_notebook, write_notebook
+from conftest import ASSIGNMENT, UNBIASED_VARIANCE
 from conftest import run_cli
 
 
@@ -22,11 +23,11 @@ def graded_course(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
     notebooks = root / "notebooks"
     students = {
-        "alice": write_notebook(student_notebook(), notebooks / "alice.ipynb"),
-        "bob": write_notebook(student_notebook([UNBIASED_VARIANCE]), notebooks / "bob.ipynb"),
-        "carol": write_notebook(student_notebook(solved=False), notebooks / "carol.ipynb"),
+        "alice": write_notebook(student_notebook("transformer_block"), notebooks / "alice.ipynb"),
+        "bob": write_notebook(student_notebook("transformer_block", [UNBIASED_VARIANCE]), notebooks / "bob.ipynb"),
+        "carol": write_notebook(student_notebook("transformer_block", solved=False), notebooks / "carol.ipynb"),
     }
-    course = Course(root / "course")
+    course = Course(root / "course", ASSIGNMENT)
     course.create()
     course.release()
     for student, notebook in students.items():
@@ -81,7 +82,7 @@ def test_autograde_reuses_grade_all_results_and_writes_what_a_fresh_grade_writes
     planted = json.loads((reuse / "alice.json").read_text())
     planted["extra_data"]["cells_sha256"] = json.loads((reuse / "carol.json").read_text())["extra_data"]["cells_sha256"]
     (reuse / "carol.json").write_text(json.dumps(planted))
-    copy = Course(tmp_path / "course")  # a copy, so that the other tests here see the fresh grades
+    copy = Course(tmp_path / "course", ASSIGNMENT)  # a copy, so that the other tests here see the fresh grades
     shutil.copytree(course.root, copy.root, symlinks=True)
     copy.env["AUTOGRADER_REUSE_RESULTS"] = os.pathsep.join([str(broken), str(reuse)])
 

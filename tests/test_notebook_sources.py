@@ -23,14 +23,16 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from autograder.authoring import notebook_sync, release  # noqa: E402
+from autograder.judging.rubric import load_rubric  # noqa: E402
+from autograder.authoring.assignment import (BEGIN_MARKER, END_MARKER, Assignment,  # noqa: E402
+                                             source_text, strip_solution_markers)
 
-SOURCE = REPO_ROOT / notebook_sync.SOURCE_NOTEBOOK
-MODULE = REPO_ROOT / notebook_sync.SOLUTIONS_MODULE
-RELEASE = REPO_ROOT / release.RELEASE_NOTEBOOK
+TB = Assignment("transformer_block")
+SOURCE, MODULE, RELEASE = TB.source_notebook, TB.solutions_module, TB.release_notebook
 
-# Must match the grader's rubric exactly (grade_id -> points).
-EXPECTED_PARTS = {"layer_norm": 20, "attention": 25, "multi_head_attention": 25, "transformer_block": 20,
-                  "gradient_experiment": 10}
+# the parts and points the notebooks must carry: the manifest's, which add up to 100
+EXPECTED_PARTS = {part.name: part.points for part in load_rubric(TB.name).parts}
+assert sum(EXPECTED_PARTS.values()) == 100
 CONTRACT = {"layer_norm", "LayerNorm", "causal_mask", "attention_weights", "scaled_dot_product_attention",
             "MultiHeadAttention", "TransformerBlock", "input_grad_norm"}
 
@@ -71,7 +73,7 @@ def _grade_cells(path: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def fresh_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return release.generate_release(REPO_ROOT, tmp_path_factory.mktemp("release"))
+    return release.generate_release(TB, tmp_path_factory.mktemp("release"))
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +82,7 @@ def stub_namespace() -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "release_stubs"}
     for cell in _cells(RELEASE):
         if cell["cell_type"] == "code" and (_meta(cell).get("solution")
-                                            or _meta(cell).get("grade_id") == notebook_sync.IMPORTS_GRADE_ID):
+                                            or _meta(cell).get("grade_id") == Assignment.IMPORTS_GRADE_ID):
             exec(compile(_source(cell), f"<release cell {cell['id']}>", "exec"), namespace)
     return namespace
 
@@ -88,7 +90,7 @@ def stub_namespace() -> dict[str, Any]:
 # --- the solutions module is generated from the notebook ------------------------------------------------
 
 def test_solutions_module_matches_notebook() -> None:
-    assert MODULE.read_text(encoding="utf-8") == notebook_sync.render_solutions_module(SOURCE), \
+    assert MODULE.read_text(encoding="utf-8") == notebook_sync.render_solutions_module(TB), \
         "solutions/transformer_block.py is stale: run `python -m autograder.authoring.notebook_sync write`"
 
 
@@ -102,43 +104,41 @@ def test_solutions_module_defines_the_contract_and_nothing_else() -> None:
 
 
 def test_sync_check_detects_drift(tmp_path: Path) -> None:
-    for relative in (notebook_sync.SOURCE_NOTEBOOK, notebook_sync.SOLUTIONS_MODULE):
+    for relative in (SOURCE.relative_to(REPO_ROOT), MODULE.relative_to(REPO_ROOT)):
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO_ROOT / relative, tmp_path / relative)
-    root = ["--root", str(tmp_path)]
+    root = ["--root", str(tmp_path), "--assignment", TB.name]
     assert notebook_sync.main(["check", *root]) == 0
 
-    module = tmp_path / notebook_sync.SOLUTIONS_MODULE
+    module = tmp_path / MODULE.relative_to(REPO_ROOT)
     module.write_text(module.read_text(encoding="utf-8").replace("keepdim=True", "keepdim=False", 1))
     assert notebook_sync.main(["check", *root]) == 1
     assert notebook_sync.main(["write", *root]) == 0
     assert notebook_sync.main(["check", *root]) == 0
 
-    notebook = tmp_path / notebook_sync.SOURCE_NOTEBOOK
+    notebook = tmp_path / SOURCE.relative_to(REPO_ROOT)
     notebook.write_text(notebook.read_text(encoding="utf-8").replace("math.sqrt(q.shape[-1])", "q.shape[-1]", 1))
     assert notebook_sync.main(["check", *root]) == 1
 
 
 def test_policy_cell_is_the_rubrics_policy(tmp_path: Path) -> None:
     """The notebook tells students what the rubric disables, in the rubric's words; a drift is caught."""
-    from autograder.judging.rubric import load_rubric
-
-    rubric = load_rubric(notebook_sync.ASSIGNMENT)
-    policy = notebook_sync._source(notebook_sync._policy_cell(json.loads(SOURCE.read_text(encoding="utf-8"))))
+    rubric = load_rubric(TB.name)
+    policy = source_text(notebook_sync._policy_cell(json.loads(SOURCE.read_text(encoding="utf-8"))))
     assert policy == notebook_sync.render_policy(rubric)
     for part in rubric.parts:
         assert all(f"`{name}`" in policy for name in part.off_limits)
     copy = tmp_path / "n.ipynb"
     copy.write_text(SOURCE.read_text(encoding="utf-8").replace("torch.nn.LayerNorm`", "torch.nn.Linear`", 1))
-    assert not notebook_sync.sync_policy(copy, write=False)
-    assert notebook_sync.sync_policy(copy, write=True) and notebook_sync.sync_policy(copy, write=False)
+    assert not notebook_sync.sync_policy(TB, write=False, notebook_path=copy)
+    assert notebook_sync.sync_policy(TB, True, copy) and notebook_sync.sync_policy(TB, False, copy)
 
 
 def test_marker_stripping_keeps_indentation() -> None:
     cell = "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION"
-    assert notebook_sync.strip_solution_markers(cell) == "def f():\n    return 1"
+    assert strip_solution_markers(cell) == "def f():\n    return 1"
     with pytest.raises(ValueError):
-        notebook_sync.strip_solution_markers("### BEGIN SOLUTION\nx = 1")
+        strip_solution_markers("### BEGIN SOLUTION\nx = 1")
 
 
 # --- grade cells ------------------------------------------------------------------------------------------
@@ -174,9 +174,9 @@ def test_release_contains_no_solution_code() -> None:
     for code in _solution_cells(SOURCE):
         inside = False
         for line in code.split("\n"):
-            if line.strip() == notebook_sync.BEGIN_MARKER:
+            if line.strip() == BEGIN_MARKER:
                 inside = True
-            elif line.strip() == notebook_sync.END_MARKER:
+            elif line.strip() == END_MARKER:
                 inside = False
             elif inside and line.strip():
                 solution_lines.add(line.strip())

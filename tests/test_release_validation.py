@@ -9,8 +9,11 @@ import shutil
 import pytest
 
 from autograder.authoring import release
+from autograder.authoring.assignment import Assignment
 from autograder.judging import rubric as rubric_module
 from autograder.judging.rubric import Part, RubricError, load_rubric
+
+TB = Assignment("transformer_block")
 
 PARTS = [Part("layer_norm", "Layer normalisation", 20, "test_layer_norm.py"),
          Part("attention", "Attention", 25, "test_attention.py")]
@@ -47,17 +50,17 @@ def test_part_without_a_cell_and_part_with_two_cells_are_named():
 
 
 def test_the_real_source_notebook_matches_the_rubric():
-    source = release.REPO_ROOT / "source" / release.ASSIGNMENT / release.NOTEBOOK_NAME
+    source = TB.source_notebook
     notebook = json.loads(source.read_text(encoding="utf-8"))
-    rubric = load_rubric(release.ASSIGNMENT)
+    rubric = load_rubric(TB.name)
     assert len(rubric.parts) == 5
     assert release.rubric_mismatches(notebook, rubric.parts, str(source)) == []
 
 
 def test_the_shipped_rubric_skips_the_two_plots_as_released():
-    skippable = load_rubric(release.ASSIGNMENT).skip_when_unchanged
+    skippable = load_rubric(TB.name).skip_when_unchanged
     assert set(skippable) == {"heads_plot", "gradient_plot"}
-    released = json.loads((release.REPO_ROOT / release.RELEASE_NOTEBOOK).read_text(encoding="utf-8"))
+    released = json.loads((TB.release_notebook).read_text(encoding="utf-8"))
     by_id = {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]) for c in released["cells"]}
     assert skippable == {k: by_id[k] for k in skippable}
 
@@ -66,8 +69,8 @@ def test_the_shipped_rubric_skips_the_two_plots_as_released():
 def assignment_copy(tmp_path, monkeypatch):
     """A copy of the assignment's rubric and suites whose rubric.toml a test rewrites; returns a function
     that sets skip_when_unchanged and loads the rubric."""
-    folder = tmp_path / "assignments" / release.ASSIGNMENT
-    shutil.copytree(release.REPO_ROOT / "assignments" / release.ASSIGNMENT, folder,
+    folder = tmp_path / "assignments" / TB.name
+    shutil.copytree(TB.folder, folder,
                     ignore=shutil.ignore_patterns("catalogue", "__pycache__"))
     monkeypatch.setattr(rubric_module, "ASSIGNMENTS", folder.parent)
     shipped = (folder / "rubric.toml").read_text(encoding="utf-8")
@@ -77,7 +80,7 @@ def assignment_copy(tmp_path, monkeypatch):
         text = "\n".join(f"skip_when_unchanged = {names}" if line.startswith("skip_when_unchanged =") else line
                          for line in shipped.split("\n"))
         (folder / "rubric.toml").write_text(text, encoding="utf-8")
-        return load_rubric(release.ASSIGNMENT, notebook)
+        return load_rubric(TB.name, notebook)
 
     return load
 
@@ -99,13 +102,13 @@ def test_a_listed_cell_that_is_missing_or_not_locked_in_the_release_is_a_one_lin
 
 def test_the_release_generator_checks_the_list_against_the_notebook_it_releases(assignment_copy, tmp_path):
     """A plot added to the source and to the list at once is not refused for missing from the old release."""
-    source = json.loads((release.REPO_ROOT / "source" / release.ASSIGNMENT / release.NOTEBOOK_NAME).read_text())
+    source = json.loads((TB.source_notebook).read_text())
     plot = next(c for c in source["cells"] if c["metadata"]["nbgrader"]["grade_id"] == "gradient_plot")
     plot["metadata"]["nbgrader"]["grade_id"] = "new_plot"
-    path = tmp_path / release.NOTEBOOK_NAME
+    path = tmp_path / TB.source_notebook.name
     path.write_text(json.dumps(source), encoding="utf-8")
     assert set(assignment_copy('["heads_plot", "new_plot"]', path).skip_when_unchanged) == {"heads_plot", "new_plot"}
-    release._require_rubric_match(path)  # what `python -m autograder.authoring.release write` checks first
+    release._require_rubric_match(TB, path)  # what `python -m autograder.authoring.release write` checks first
     with pytest.raises(RubricError, match="'new_plot', but .*release/transformer_block/transformer_block.ipynb"):
         assignment_copy('["heads_plot", "new_plot"]')
     plot["metadata"]["nbgrader"]["locked"] = False

@@ -14,14 +14,15 @@ import pytest
 
 from autograder.judging import fingerprint
 from autograder.judging.fingerprint import assignment_fingerprint, cells_sha256, file_cells_sha256
-from autograder.grading import GradeResult
+from autograder.result import GradeResult
 from autograder.nbgrader_plugin import SandboxedGrading, write_verdicts
 from autograder.protocol import UNISOLATED
-from autograder.host.remote import LoadReport
+from autograder.result import LoadReport
 from autograder.reports.results import NotAResult, from_gradescope, gradescope, summary
 import autograder.judging.rubric as scoring
 from autograder.judging.rubric import PartScore, load_rubric
-from autograder.authoring.samples import RELEASE_NOTEBOOK, student_notebook, write_notebook
+from autograder.authoring.assignment import Assignment
+from autograder.authoring.samples import student_notebook, write_notebook
 from autograder.host.limits import Limits
 
 RUBRIC = load_rubric("transformer_block")
@@ -54,14 +55,14 @@ def test_fingerprint_follows_suites_rubric_kit_and_limits_and_nothing_else(tmp_p
 
 
 def test_cells_hash_is_what_is_graded_not_the_file(tmp_path):
-    notebook = student_notebook()
+    notebook = student_notebook("transformer_block")
     first = file_cells_sha256(write_notebook(notebook, tmp_path / "a.ipynb"), RUBRIC)
     for cell in notebook["cells"]:
         cell["outputs"] = [] if cell["cell_type"] == "code" else cell.get("outputs", [])
         cell["execution_count"] = 7 if cell["cell_type"] == "code" else None
     # outputs and execution counts are not graded
     assert file_cells_sha256(write_notebook(notebook, tmp_path / "b.ipynb"), RUBRIC) == first
-    assert first != file_cells_sha256(write_notebook(student_notebook(solved=False), tmp_path / "c.ipynb"), RUBRIC)
+    assert first != file_cells_sha256(write_notebook(student_notebook("transformer_block", solved=False), tmp_path / "c.ipynb"), RUBRIC)
     assert cells_sha256(["a", "b"]) != cells_sha256(["ab"]) != cells_sha256(["a", "b", ""])
     (tmp_path / "d.ipynb").write_text("not a notebook")
     assert file_cells_sha256(tmp_path / "d.ipynb", RUBRIC) == ""  # nothing ran: nothing to reuse
@@ -91,7 +92,7 @@ def awkward_result() -> GradeResult:
 
 
 def rendered(result: GradeResult) -> list:
-    notebook = nbformat.read(str(RELEASE_NOTEBOOK), as_version=4)
+    notebook = nbformat.read(str(Assignment("transformer_block").release_notebook), as_version=4)
     write_verdicts(notebook, result)
     return [cell.get("outputs") for cell in notebook.cells]
 
@@ -147,7 +148,7 @@ def test_a_malformed_or_foreign_result_is_refused(where, value):
 
 
 def test_the_plugin_reuses_only_a_sound_result_keyed_on_the_same_cells_and_assignment(tmp_path, caplog):
-    path = write_notebook(student_notebook(), tmp_path / "graded" / "transformer_block.ipynb")
+    path = write_notebook(student_notebook("transformer_block"), tmp_path / "graded" / "transformer_block.ipynb")
     key = {"cells_sha256": file_cells_sha256(path, RUBRIC),
            "assignment_fingerprint": assignment_fingerprint(RUBRIC, Limits())}
     good, bad = tmp_path / "good", tmp_path / "bad"

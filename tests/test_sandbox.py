@@ -281,6 +281,7 @@ def test_ordinary_users_grader_isolates_its_own_clone(tmp_path):
         results = {}
         for name in ("steal", "honest"):
             done = subprocess.run([*prefix, sys.executable, "-m", "autograder", "grade", f"{name}.py",
+                                   "--assignment", "transformer_block",
                                    "-o", f"{name}.json"], cwd=clone, capture_output=True, text=True, timeout=300,
                                   env={"PATH": os.environ["PATH"], "LANG": "C.UTF-8"})
             assert done.returncode == 0, done.stderr[-2000:]

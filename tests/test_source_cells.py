@@ -173,7 +173,7 @@ def _release_class_notebook():
     """The reference solution in the release notebook, as a student hands it in."""
     from autograder.authoring.samples import student_notebook
 
-    return student_notebook()
+    return student_notebook("transformer_block")
 
 
 def _cell_with(notebook, grade_id):

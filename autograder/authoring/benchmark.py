@@ -24,6 +24,7 @@ computations against the reference module in one warm process: no sandbox, no pr
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -39,10 +40,11 @@ from typing import Callable, Iterable, Sequence
 
 import psutil
 
-from autograder.authoring.demo import ASSIGNMENT, Course
-from autograder.authoring.notebook_sync import REPO_ROOT
+from autograder.authoring.demo import Course
+from autograder import REPO_ROOT
 
 DEFAULT_COUNT = 24
+DEFAULT_ASSIGNMENT = "transformer_block"  # the one the published figures are for
 SAMPLE_SECONDS = 0.5
 PLAIN_NBGRADER_CONFIG = """c = get_config()
 c.CourseDirectory.root = {root!r}
@@ -128,6 +130,15 @@ class MemorySampler:
     def peak(self) -> int:
         return max((s.pss for s in self.samples), default=0)
 
+    def steady_rate(self, total: int) -> tuple[float, float] | None:
+        """(seconds until the first result was seen, seconds per submission from then until the last): the
+        start-up of a long-running grader apart from its rate.  Within one sampling interval."""
+        first = next((s.seconds for s in self.samples if s.done >= 1), None)
+        last = next((s.seconds for s in self.samples if s.done >= total), None)
+        if first is None or last is None or total < 2 or last <= first:
+            return None
+        return first, (last - first) / (total - 1)
+
     def peak_while(self, graded_below: int) -> tuple[int, int]:
         """Peaks while fewer than `graded_below` submissions were graded, and after."""
         first = [s.pss for s in self.samples if s.done < graded_below]
@@ -147,6 +158,8 @@ class Way:
     halves: tuple[int, int] | None = None
     commands: list[float] = field(default_factory=list)  # wall time of each command
     sampler_cpu: float = 0.0  # CPU seconds the memory sampler took while this way ran
+    # (seconds until the first result, seconds per submission after it), read off the sampler's progress
+    steady: tuple[float, float] | None = None
 
 
 def run_measured(command: Sequence[str], sampler_roots: list[int], log: Path, *, cwd: Path | None = None,
@@ -177,6 +190,7 @@ def measure(way: Way, commands: list[Sequence[str]], log: Path, *, cwd: Path | N
     way.seconds, way.peak, way.sampler_cpu = sum(way.commands), sampler.peak, sampler.cpu_seconds
     if class_size:
         way.halves = sampler.peak_while((class_size + 1) // 2)
+        way.steady = sampler.steady_rate(class_size)
     return way
 
 
@@ -187,41 +201,40 @@ def json_results(folder: Path) -> Callable[[], int]:
 # --- the class -------------------------------------------------------------------------------------------
 
 
-def write_class(folder: Path, count: int) -> list[Path]:
+def write_class(folder: Path, count: int, assignment: str = DEFAULT_ASSIGNMENT) -> list[Path]:
     """`count` notebooks: the reference and single-bug submissions (each from another part) in turn."""
-    if str(REPO_ROOT) not in sys.path:  # the catalogue lives in the checkout, outside the installed package
-        sys.path.insert(0, str(REPO_ROOT))
-    from assignments.transformer_block.catalogue import REFERENCE, EveryPart, entries, notebook
+    from autograder.authoring.catalogue import REFERENCE, EveryPart, load
     from autograder.authoring.samples import write_notebook
 
-    mistakes = [e for e in entries() if e.part is not None and not isinstance(e.part, EveryPart)]
+    catalogue = load(assignment)
+    mistakes = [e for e in catalogue.entries() if e.part is not None and not isinstance(e.part, EveryPart)]
     by_part: dict[str, list] = {}
     for entry in mistakes:
         by_part.setdefault(entry.part, []).append(entry)
     spread = [group[i] for i in range(max(map(len, by_part.values()))) for group in by_part.values()
               if i < len(group)]  # one mistake of each part, then the next of each, ...
     chosen = [REFERENCE if i % 2 == 0 else spread[(i // 2) % len(spread)] for i in range(count)]
-    return [write_notebook(notebook(entry), folder / f"s{i:03d}-{entry.name}.ipynb")
+    return [write_notebook(catalogue.notebook(entry), folder / f"s{i:03d}-{entry.name}.ipynb")
             for i, entry in enumerate(chosen)]
 
 
-def nbgrader_course(root: Path, notebooks: list[Path], plain: bool) -> Course:
+def nbgrader_course(root: Path, notebooks: list[Path], plain: bool, assignment: str) -> Course:
     """A course whose submitted/ holds the class: nbgrader's own configuration, or the kit's."""
-    course = Course(root, config_dir=root) if plain else Course(root)
+    course = Course(root, assignment, config_dir=root) if plain else Course(root, assignment)
     course.create()
     if plain:
         (root / "nbgrader_config.py").write_text(PLAIN_NBGRADER_CONFIG.format(root=str(course.root)))
-    course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
+    course.nbgrader("generate_assignment", assignment, "--force")
     for notebook in notebooks:
-        target = course.root / "submitted" / notebook.stem / ASSIGNMENT
+        target = course.root / "submitted" / notebook.stem / assignment
         target.mkdir(parents=True)
-        shutil.copyfile(notebook, target / f"{ASSIGNMENT}.ipynb")
+        shutil.copyfile(notebook, target / f"{assignment}.ipynb")
     return course
 
 
-def nbgrader_way(name: str, root: Path, notebooks: list[Path], plain: bool, log: Path) -> Way:
-    course = nbgrader_course(root, notebooks, plain)
-    command = [sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force"]
+def nbgrader_way(name: str, root: Path, notebooks: list[Path], plain: bool, log: Path, assignment: str) -> Way:
+    course = nbgrader_course(root, notebooks, plain, assignment)
+    command = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force"]
     return measure(Way(name), [command], log, cwd=course.config_dir, env=course.env)
 
 
@@ -282,17 +295,19 @@ class DaskCluster:
 # --- the floor ---------------------------------------------------------------------------------------------
 
 
-def floor_seconds(repeats: int) -> list[float]:
+def floor_seconds(repeats: int, assignment: str = DEFAULT_ASSIGNMENT) -> list[float]:
     """The hidden suites against the reference module, in this process; the first run warms it up."""
     import torch
 
     from autograder.judging.judge import run_suite
     from autograder.judging.rubric import load_rubric
     from autograder.judging.submission import ModuleSubmission
-    import solutions.transformer_block as reference
+    import importlib
+
+    reference = importlib.import_module(f"solutions.{assignment}")
 
     torch.set_num_threads(1)  # as grading does
-    rubric = load_rubric(ASSIGNMENT)
+    rubric = load_rubric(assignment)
     times = []
     for _ in range(repeats + 1):
         started = time.perf_counter()
@@ -304,9 +319,9 @@ def floor_seconds(repeats: int) -> list[float]:
     return times[1:]
 
 
-def measure_floor(repeats: int) -> list[float]:
+def measure_floor(repeats: int, assignment: str) -> list[float]:
     """floor_seconds in a fresh process that can import the reference (`solutions` is not installed)."""
-    code = f"import json; from autograder.authoring.benchmark import floor_seconds; print(json.dumps(floor_seconds({repeats})))"
+    code = f"import json; from autograder.authoring.benchmark import floor_seconds; print(json.dumps(floor_seconds({repeats}, {assignment!r})))"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -325,7 +340,7 @@ def scores_from_gradebook(course: Course) -> dict[str, float]:
     from nbgrader.api import Gradebook
 
     with Gradebook(course.env["AUTOGRADER_DB_URL"]) as gradebook:
-        return {s.student.id: s.score for s in gradebook.assignment_submissions(ASSIGNMENT)}
+        return {s.student.id: s.score for s in gradebook.assignment_submissions(course.assignment)}
 
 
 def _mb(value: int) -> str:
@@ -347,13 +362,20 @@ def format_table(ways: list[Way], count: int) -> str:
     return "\n".join(lines)
 
 
-def format_notes(ways: list[Way], floor: list[float]) -> str:
+def format_notes(ways: list[Way], floor: list[float], count: int) -> str:
     lines = []
     for way in ways:
         if way.halves and not way.skipped:
             first, second = way.halves
             lines.append(f"{way.name}: peak {_mb(first)} while grading the first half of the class, "
                          f"{_mb(second)} for the second half")
+    baseline = ways[0].seconds / count if ways and ways[0].seconds and count else 0.0
+    for way in ways:
+        if way.steady and not way.skipped:
+            first, rate = way.steady
+            ratio = f" (x{baseline / rate:.2f} against the first way)" if baseline and rate else ""
+            lines.append(f"{way.name}: first result after {first:.1f} s (start-up), then {rate:.2f} s per "
+                         f"submission{ratio}")
     for way in ways:
         if len(way.commands) > 1 and not way.skipped:
             lines.append(f"one `grade FILE` command: {way.commands[0]:.2f} s wall (the first); "
@@ -370,33 +392,36 @@ def format_notes(ways: list[Way], floor: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    count = int(argv[0]) if argv else DEFAULT_COUNT
-    if count < 1:
-        print("python -m autograder.authoring.benchmark: N must be at least 1", file=sys.stderr)
-        return 2
+    from autograder.authoring.assignment import assignment_names
+
+    parser = argparse.ArgumentParser(prog="python -m autograder.authoring.benchmark", description=__doc__.split("\n")[0])
+    parser.add_argument("count", nargs="?", type=int, default=DEFAULT_COUNT, metavar="N", help="notebooks (default 24)")
+    parser.add_argument("--assignment", default=DEFAULT_ASSIGNMENT, choices=assignment_names())
+    args = parser.parse_args(argv)
+    if args.count < 1:
+        parser.error("N must be at least 1")
     work = Path(tempfile.mkdtemp(prefix="autograder-benchmark-"))
     try:
-        return _run(work, count)
+        return _run(work, args.count, args.assignment)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _run(work: Path, count: int) -> int:
-    notebooks = write_class(work / "class", count)
+def _run(work: Path, count: int, assignment: str) -> int:
+    notebooks = write_class(work / "class", count, assignment)
     log = work / "commands.log"
     kit = [sys.executable, "-m", "autograder"]
     ways: list[Way] = []
     print(f"{count} notebooks ({(count + 1) // 2} reference, {count // 2} with one bug each)", file=sys.stderr)
 
-    ways.append(nbgrader_way("nbgrader autograde, default kernel execution", work / "plain", notebooks, True, log))
-    ways.append(nbgrader_way("kit through nbgrader autograde", work / "kit", notebooks, False, log))
+    ways.append(nbgrader_way("nbgrader autograde, default kernel execution", work / "plain", notebooks, True, log, assignment))
+    ways.append(nbgrader_way("kit through nbgrader autograde", work / "kit", notebooks, False, log, assignment))
     out = work / "out-grade"
     ways.append(measure(Way("kit: python -m autograder grade FILE, per file"),
-                        [[*kit, "grade", str(n), "-o", str(out / f"{n.stem}.json")] for n in notebooks], log,
+                        [[*kit, "grade", str(n), "--assignment", assignment, "-o", str(out / f"{n.stem}.json")] for n in notebooks], log,
                         cwd=REPO_ROOT))
     out = work / "out-jobs"
-    ways.append(measure(Way("kit: grade-all --jobs 2"), [[*kit, "grade-all", str(work / "class"), "-o", str(out),
+    ways.append(measure(Way("kit: grade-all --jobs 2"), [[*kit, "grade-all", str(work / "class"), "--assignment", assignment, "-o", str(out),
                                                           "--jobs", "2"]], log, cwd=REPO_ROOT,
                         progress=json_results(out), class_size=count))
     dask = Way("kit: grade-all --scheduler (Dask, 2 workers)")
@@ -406,7 +431,7 @@ def _run(work: Path, count: int) -> int:
         out = work / "out-dask"
         try:
             with DaskCluster(work / "dask") as cluster:
-                measure(dask, [[*kit, "grade-all", str(work / "class"), "-o", str(out), "--scheduler",
+                measure(dask, [[*kit, "grade-all", str(work / "class"), "--assignment", assignment, "-o", str(out), "--scheduler",
                                 cluster.address]], log, cwd=REPO_ROOT, also=cluster.pids, progress=json_results(out),
                         class_size=count)
         except RuntimeError as exc:  # the newest way: its failure should not cost the other rows
@@ -414,18 +439,18 @@ def _run(work: Path, count: int) -> int:
             dask.skipped = f"failed ({str(exc).splitlines()[0][:80]})"
             shutil.rmtree(out, ignore_errors=True)
     ways.append(dask)
-    floor = measure_floor(repeats=5)
+    floor = measure_floor(5, assignment)
 
     print(f"\n{count} notebooks, one run of each way, seconds per submission (wall time of the whole class / {count})")
     print(format_table(ways, count))
-    print(format_notes(ways, floor))
-    print(_agreement(work))
+    print(format_notes(ways, floor, count))
+    print(_agreement(work, assignment))
     return 0
 
 
-def _agreement(work: Path) -> str:
+def _agreement(work: Path, assignment: str) -> str:
     """The kit's ways must give every student the same grade; a difference is printed, not hidden."""
-    by_way = {"nbgrader": scores_from_gradebook(Course(work / "kit"))}
+    by_way = {"nbgrader": scores_from_gradebook(Course(work / "kit", assignment))}
     for name in ("out-grade", "out-jobs", "out-dask"):
         if (work / name).is_dir():
             by_way[name] = scores_from_folder(work / name)

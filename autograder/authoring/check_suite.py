@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib
 import json
 import multiprocessing
 import os
@@ -33,10 +32,12 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from autograder import REPO_ROOT
+from autograder.authoring.assignment import assignment_names
+from autograder.authoring.catalogue import Catalogue, CatalogueError
+from autograder.authoring.catalogue import load as catalogue_of
 
 DEFAULT_WORKERS = 2
 
@@ -45,19 +46,11 @@ class CheckSuiteError(Exception):
     pass
 
 
-def load_catalogue(assignment: str) -> ModuleType:
-    # The catalogue lives in the checkout (assignments/<name>/catalogue/), never in the installed package, so
-    # the checkout root is put on sys.path explicitly here rather than importing the files by path: its
-    # modules import each other by absolute name, and the catalogue must be the same module whether the
-    # kit's tests import it (pytest's pythonpath) or this command does.  check-suite is trusted and runs
-    # from the checkout; the sandboxed child never inherits this sys.path (it builds its own).
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
+def load_catalogue(assignment: str) -> Catalogue:
     try:
-        return importlib.import_module(f"assignments.{assignment}.catalogue")
-    except ModuleNotFoundError as exc:
-        raise CheckSuiteError(f"assignment {assignment!r} has no catalogue "
-                              f"(assignments/{assignment}/catalogue/): {exc}") from None
+        return catalogue_of(assignment)
+    except CatalogueError as exc:
+        raise CheckSuiteError(str(exc)) from None
 
 
 # --- grading (in pool workers) -----------------------------------------------------------------------------
@@ -139,7 +132,7 @@ def lost_parts(result: dict[str, Any]) -> set[str]:
     return {name for name, (score, maximum) in result["parts"].items() if score < maximum}
 
 
-def verdict(catalogue: ModuleType, entry: Any, result: dict[str, Any]) -> dict[str, Any]:
+def verdict(catalogue: Catalogue, entry: Any, result: dict[str, Any]) -> dict[str, Any]:
     """What is wrong with the suite as far as this entry shows (empty lists and True/None when nothing)."""
     lost = lost_parts(result)
     if entry.part is None:
@@ -164,7 +157,7 @@ def summarise(assignment: str, results: dict[str, dict[str, Any]], seconds: floa
     lines = [f"{assignment}: hidden suite graded on {len(mistakes)} known mistakes and {len(variants)} correct "
              f"submissions through the sandboxed grader ({seconds:.0f} s, {workers} workers)",
              f"mutation score: {len(caught)} / {len(mistakes)} mistakes caught"]
-    parts = list(catalogue.BUILT_ON)
+    parts = list(catalogue.built_on)
     for part in parts:
         mine = [e for e in mistakes if e.part == part]
         missed = [e.name for e in mine if not verdicts[e.name]["caught"]]
@@ -215,7 +208,7 @@ def weakest_catches(assignment: str, results: dict[str, dict[str, Any]]) -> list
     catalogue = load_catalogue(assignment)
     order = [e for e in catalogue.entries() if e.name in results]
     rows = []
-    for part in catalogue.BUILT_ON:
+    for part in catalogue.built_on:
         legit = [(ratio, -i, e.name) for i, e in enumerate(order) if e.kind == "variant"
                  for test, ratio in results[e.name]["ratios"].items() if test.startswith(f"{part}: ")]
         strongest = []
@@ -266,23 +259,21 @@ def rerun_conditions(count: int) -> list[dict[str, str]]:
              "OMP_NUM_THREADS": str(1 + i % 2), "MKL_NUM_THREADS": str(1 + i % 2)} for i in range(count)]
 
 
-def _cli_grade(job: tuple[str, int, Path, Path, dict[str, str]]) -> str:
+def _cli_grade(job: tuple[str, int, Path, Path, dict[str, str], str]) -> str:
     """One `python -m autograder grade` run; an error line, or "" when it exited 0."""
-    name, i, path, out, changes = job
-    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), "-o", str(out)], cwd=REPO_ROOT,
+    name, i, path, out, changes, assignment = job
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), "--assignment", assignment,
+                           "-o", str(out)], cwd=REPO_ROOT,
                           env={**os.environ, **changes}, capture_output=True, text=True, timeout=600)
     return "" if done.returncode == 0 else f"{name} run {i}: exit {done.returncode}: {done.stderr[-300:]}"
 
 
-def determinism_entries(catalogue: ModuleType) -> tuple[str, ...]:
-    """The catalogue's DETERMINISM names, each an entry of it; reruns that would check nothing are an error."""
-    names = tuple(getattr(catalogue, "DETERMINISM", ()))
-    if not names:
-        raise CheckSuiteError(f"{catalogue.__name__} names no DETERMINISM entries, so --reruns would check nothing")
-    unknown = sorted(set(names) - {e.name for e in catalogue.entries()})
-    if unknown:
-        raise CheckSuiteError(f"{catalogue.__name__}.DETERMINISM names entries it does not have: {unknown}")
-    return names
+def determinism_entries(catalogue: Catalogue) -> tuple[str, ...]:
+    """The entries the manifest names for reruns; none is an error, since reruns would check nothing."""
+    if not catalogue.determinism:
+        raise CheckSuiteError(f"{catalogue.assignment.relative(catalogue.assignment.manifest)} names no "
+                              "[catalogue] determinism entries, so --reruns would check nothing")
+    return catalogue.determinism
 
 
 def determinism(assignment: str, reruns: int, *, workers: int = DEFAULT_WORKERS, folder: Path | None = None
@@ -306,7 +297,7 @@ def determinism(assignment: str, reruns: int, *, workers: int = DEFAULT_WORKERS,
             for name, source in sources.items():
                 copy = run_dir / source.name  # the same file name every run: results.json names the submission
                 shutil.copyfile(source, copy)
-                jobs.append((name, i, copy, run_dir / f"{name}.json", changes))
+                jobs.append((name, i, copy, run_dir / f"{name}.json", changes, assignment))
         with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
             errors = list(pool.map(_cli_grade, jobs))
         lines = [e for e in errors if e]
@@ -342,7 +333,7 @@ def run(assignment: str, *, show_margins: bool = False, reruns: int = 0, workers
         results = run_catalogue(assignment, workers=workers)
         seconds = time.monotonic() - started
         text, ok = summarise(assignment, results, seconds, workers)
-    except CheckSuiteError as exc:
+    except (CheckSuiteError, CatalogueError) as exc:
         print(f"python -m autograder check-suite: error: {exc}", file=sys.stderr)
         return 2
     print(text)
@@ -362,7 +353,7 @@ def run(assignment: str, *, show_margins: bool = False, reruns: int = 0, workers
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("assignment", nargs="?", default="transformer_block", help="assignment to check")
+    parser.add_argument("assignment", nargs="?", help="assignment to check (default: every assignment)")
     parser.add_argument("--margins", action="store_true", help="print the tolerance margins per hidden test")
     parser.add_argument("--reruns", type=int, default=0, metavar="N",
                         help="also grade the assignment's determinism entries N times each through the CLI and "
@@ -378,8 +369,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_from_arguments(args: argparse.Namespace) -> int:
-    return run(args.assignment, show_margins=args.margins, reruns=args.reruns, workers=max(args.workers, 1),
-               json_out=args.json)
+    names = [args.assignment] if args.assignment else assignment_names()
+    if args.json and len(names) > 1:
+        print("python -m autograder check-suite: error: --json needs one assignment", file=sys.stderr)
+        return 2
+    codes = [run(name, show_margins=args.margins, reruns=args.reruns, workers=max(args.workers, 1),
+                 json_out=args.json) for name in names]
+    return max(codes, default=0)
 
 
 if __name__ == "__main__":

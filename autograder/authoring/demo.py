@@ -3,10 +3,12 @@
 generate -> release -> (each student) fetch, fill in, submit -> collect -> autograde -> generate_feedback
 -> export, ending in the grade table from nbgrader's SQLite gradebook.
 
-    python -m autograder.authoring.demo [COURSE_DIR]      (default: build/demo-course, recreated)
+    python -m autograder.authoring.demo [COURSE_DIR] [--assignment NAME ...]
+        (default: build/demo-course/<name>, recreated, for every assignment)
 """
 from __future__ import annotations
 
+import argparse
 import csv
 import os
 import shutil
@@ -14,18 +16,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autograder.authoring.notebook_sync import REPO_ROOT
+from autograder import REPO_ROOT
+from autograder.authoring.assignment import assignment_names
 from autograder.authoring.samples import write_demo_class
 
-ASSIGNMENT = "transformer_block"
 COURSE_ID = "transformer-blocks"
 
 
 class Course:
-    """A scratch nbgrader course driven through nbgrader's own command line, with the repo's config."""
+    """A scratch nbgrader course for one assignment, driven through nbgrader's own command line, with the
+    repo's config."""
 
-    def __init__(self, root: Path, config_dir: Path = REPO_ROOT) -> None:
+    def __init__(self, root: Path, assignment: str, config_dir: Path = REPO_ROOT) -> None:
         self.root = root.resolve()
+        self.assignment = assignment
         self.config_dir = config_dir  # where nbgrader runs, so the nbgrader_config.py it reads
         self.exchange = self.root / "exchange"
         # nbgrader runs the `alembic` program by name: the environment's bin folder must be on PATH
@@ -50,33 +54,33 @@ class Course:
             shutil.rmtree(self.root)
         self.exchange.mkdir(parents=True)
         self.exchange.chmod(0o777)
-        shutil.copytree(REPO_ROOT / "source", self.root / "source")
+        shutil.copytree(REPO_ROOT / "source" / self.assignment, self.root / "source" / self.assignment)
 
     def release(self) -> None:
-        self.nbgrader("generate_assignment", ASSIGNMENT, "--force")
-        self.nbgrader("release_assignment", ASSIGNMENT, "--force")
+        self.nbgrader("generate_assignment", self.assignment, "--force")
+        self.nbgrader("release_assignment", self.assignment, "--force")
 
     def student_submits(self, student: str, notebook: Path) -> None:
         home = self.root / "students" / student
         home.mkdir(parents=True, exist_ok=True)
-        self.nbgrader("fetch_assignment", ASSIGNMENT, user=student, cwd=home)
-        shutil.copyfile(notebook, home / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+        self.nbgrader("fetch_assignment", self.assignment, user=student, cwd=home)
+        shutil.copyfile(notebook, home / self.assignment / f"{self.assignment}.ipynb")
         # one OS account plays every student here, so the student id is given explicitly
-        self.nbgrader("submit", ASSIGNMENT, f"--student={student}", user=student, cwd=home)
+        self.nbgrader("submit", self.assignment, f"--student={student}", user=student, cwd=home)
 
     def zip_collect(self, archive: Path) -> None:
         """Submissions downloaded from an LMS as one zip, instead of through the exchange."""
-        folder = self.root / "downloaded" / ASSIGNMENT / "archive"
+        folder = self.root / "downloaded" / self.assignment / "archive"
         folder.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(archive, folder / archive.name)
-        self.nbgrader("zip_collect", ASSIGNMENT, "--force")
+        self.nbgrader("zip_collect", self.assignment, "--force")
 
     def grade(self, students: list[str]) -> Path:
         for student in students:
             self.nbgrader("db", "student", "add", student)
-        self.nbgrader("collect", ASSIGNMENT)
-        self.nbgrader("autograde", ASSIGNMENT, "--force")
-        self.nbgrader("generate_feedback", ASSIGNMENT, "--force")
+        self.nbgrader("collect", self.assignment)
+        self.nbgrader("autograde", self.assignment, "--force")
+        self.nbgrader("generate_feedback", self.assignment, "--force")
         grades = self.root / "grades.csv"
         self.nbgrader("export", "--to", str(grades))
         return grades
@@ -90,24 +94,28 @@ def grade_table(grades_csv: Path) -> str:
     return "\n".join(lines)
 
 
-def run(course_root: Path) -> Path:
-    course = Course(course_root)
+def run(course_root: Path, assignment: str) -> Path:
+    course = Course(course_root, assignment)
     course.create()
     course.release()
-    samples = write_demo_class(course.root / "samples")
+    samples = write_demo_class(assignment, course.root / "samples")
     for student, notebook in samples.items():
         course.student_submits(student, notebook)
-        print(f"{student} submitted", file=sys.stderr)
-    grades = course.grade(list(samples))
-    return grades
+        print(f"{assignment}: {student} submitted", file=sys.stderr)
+    return course.grade(list(samples))
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    root = Path(argv[0]) if argv else REPO_ROOT / "build" / "demo-course"
-    grades = run(root)
-    print(f"Feedback: {root / 'feedback'}\nGradebook: {root / 'gradebook.db'}\nGrades: {grades}\n")
-    print(grade_table(grades))
+    parser = argparse.ArgumentParser(prog="python -m autograder.authoring.demo", description=__doc__.split("\n")[0])
+    parser.add_argument("course_dir", nargs="?", type=Path, default=REPO_ROOT / "build" / "demo-course")
+    parser.add_argument("--assignment", action="append", choices=assignment_names(),
+                        help="only this assignment (repeatable; default: all)")
+    args = parser.parse_args(argv)
+    for assignment in args.assignment or assignment_names():
+        root = args.course_dir / assignment
+        grades = run(root, assignment)
+        print(f"{assignment}\nFeedback: {root / 'feedback'}\nGradebook: {root / 'gradebook.db'}\nGrades: {grades}\n")
+        print(grade_table(grades) + "\n")
     return 0
 
 

@@ -1,17 +1,17 @@
-"""Keep what is generated in sync: solutions/transformer_block.py from the source notebook's solution cells,
-and the source notebook's policy cell (what torch students may use) from the rubric.
+"""Keep what is generated in sync, for every assignment: solutions/<name>.py from the source notebook's
+solution cells, and the source notebook's policy cell (what torch students may use) from the manifest.
 
 The source notebook is the single place the reference code is edited; the module is rendered from it:
 
     a fixed header docstring + the imports cell + every solution cell (solution-region marker lines removed,
     indentation kept), joined with blank lines.
 
-The rubric is the single place the off-limits policy is edited (it also decides what the sandbox disables);
-the markdown cell with grade_id `policy` is rendered from it.  After `write`, regenerate the release
-(`python -m autograder.authoring.release write`).
+The manifest (assignments/<name>/rubric.toml) is the single place the off-limits policy is edited (it also
+decides what the sandbox disables); the markdown cell with grade_id `policy` is rendered from it.  After
+`write`, regenerate the release (`python -m autograder.authoring.release write`).
 
-    python -m autograder.authoring.notebook_sync check   # exit 1 if solutions/transformer_block.py is stale
-    python -m autograder.authoring.notebook_sync write   # regenerate it
+    python -m autograder.authoring.notebook_sync check [--assignment NAME ...]   # exit 1 if anything is stale
+    python -m autograder.authoring.notebook_sync write [--assignment NAME ...]   # regenerate it
 """
 from __future__ import annotations
 
@@ -22,73 +22,33 @@ from pathlib import Path
 from typing import Any
 
 from autograder import REPO_ROOT
-
-SOURCE_NOTEBOOK = Path("source/transformer_block/transformer_block.ipynb")
-SOLUTIONS_MODULE = Path("solutions/transformer_block.py")
-IMPORTS_GRADE_ID = "imports"
-POLICY_GRADE_ID = "policy"
-ASSIGNMENT = "transformer_block"
-
-BEGIN_MARKER = "### BEGIN SOLUTION"
-END_MARKER = "### END SOLUTION"
-
-HEADER = '''"""Reference solution for the transformer_block assignment.
-
-GENERATED from the solution cells of source/transformer_block/transformer_block.ipynb by
-autograder/authoring/notebook_sync.py: edit the notebook, then run `python -m autograder.authoring.notebook_sync write`.
-"""'''
+from autograder.authoring.assignment import (Assignment, assignment_names, nbgrader_meta, source_text,
+                                             strip_solution_markers)
 
 # PEP 8 spacing between top-level definitions.
 SEPARATOR = "\n\n\n"
 
 
-def _nbgrader(cell: dict[str, Any]) -> dict[str, Any]:
-    return cell.get("metadata", {}).get("nbgrader", {})
+def _header(assignment: Assignment) -> str:
+    return (f'"""Reference solution for the {assignment.name} assignment.\n\n'
+            f"GENERATED from the solution cells of {assignment.relative(assignment.source_notebook)} by\n"
+            "autograder/authoring/notebook_sync.py: edit the notebook, then run "
+            '`python -m autograder.authoring.notebook_sync write`.\n"""')
 
 
-def _source(cell: dict[str, Any]) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
-
-
-def strip_solution_markers(code: str) -> str:
-    """Drop the marker lines, keeping the solution lines (and their indentation) between them."""
-    kept: list[str] = []
-    inside = False
-    for line in code.split("\n"):
-        marker = line.strip()
-        if marker == BEGIN_MARKER and not inside:
-            inside = True
-        elif marker == END_MARKER and inside:
-            inside = False
-        elif "BEGIN SOLUTION" in line or "END SOLUTION" in line:
-            # nbgrader treats any line containing these words as a marker, so such a line would silently
-            # disagree between the release and this module.
-            raise ValueError(f"malformed or nested solution marker: {line!r}")
-        else:
-            kept.append(line)
-    if inside:
-        raise ValueError("solution region without a closing marker")
-    return "\n".join(kept)
-
-
-def render_solutions_module(source_nb_path: str | Path) -> str:
-    """The text solutions/transformer_block.py must have, rendered from the source notebook."""
-    notebook = json.loads(Path(source_nb_path).read_text(encoding="utf-8"))
-    code_cells = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
-    imports = [cell for cell in code_cells if _nbgrader(cell).get("grade_id") == IMPORTS_GRADE_ID]
-    if len(imports) != 1:
-        raise ValueError(f"expected exactly one code cell with grade_id {IMPORTS_GRADE_ID!r}, found {len(imports)}")
-    solutions = [cell for cell in code_cells if _nbgrader(cell).get("solution")]
+def render_solutions_module(assignment: Assignment) -> str:
+    """The text solutions/<name>.py must have, rendered from the source notebook."""
+    notebook = json.loads(assignment.source_notebook.read_text(encoding="utf-8"))
+    solutions = [cell for cell in notebook["cells"] if cell["cell_type"] == "code" and nbgrader_meta(cell).get("solution")]
     if not solutions:
-        raise ValueError("the notebook has no solution cells")
-    parts = [HEADER, _source(imports[0]).strip()]
-    parts += [strip_solution_markers(_source(cell)).strip() for cell in solutions]
+        raise ValueError(f"{assignment.relative(assignment.source_notebook)} has no solution cells")
+    parts = [_header(assignment), assignment.imports_cell(notebook).strip()]
+    parts += [strip_solution_markers(source_text(cell)).strip() for cell in solutions]
     return SEPARATOR.join(parts) + "\n"
 
 
 def render_policy(rubric: Any) -> str:
-    """The notebook's policy cell, in the rubric's words."""
+    """The notebook's policy cell, in the manifest's words."""
     rows = [f"| {number} {part.title} | {', '.join(f'`{name}`' for name in part.off_limits)} |"
             for number, part in enumerate(rubric.parts, start=1) if part.off_limits]
     return "\n".join([
@@ -108,19 +68,21 @@ def render_policy(rubric: Any) -> str:
 
 
 def _policy_cell(notebook: dict[str, Any]) -> dict[str, Any]:
-    cells = [c for c in notebook["cells"] if _nbgrader(c).get("grade_id") == POLICY_GRADE_ID]
+    cells = [c for c in notebook["cells"] if nbgrader_meta(c).get("grade_id") == Assignment.POLICY_GRADE_ID]
     if len(cells) != 1:
-        raise ValueError(f"expected exactly one cell with grade_id {POLICY_GRADE_ID!r}, found {len(cells)}")
+        raise ValueError(f"expected exactly one cell with grade_id {Assignment.POLICY_GRADE_ID!r}, found {len(cells)}")
     return cells[0]
 
 
-def sync_policy(notebook_path: Path, write: bool) -> bool:
-    """Whether the notebook's policy cell matches the rubric; with `write`, make it match."""
+def sync_policy(assignment: Assignment, write: bool, notebook_path: Path | None = None) -> bool:
+    """Whether the notebook's policy cell matches the manifest; with `write`, make it match."""
     from autograder.judging.rubric import load_rubric
 
+    notebook_path = notebook_path or assignment.source_notebook
     notebook = json.loads(notebook_path.read_text(encoding="utf-8"))
-    cell, rendered = _policy_cell(notebook), render_policy(load_rubric(ASSIGNMENT))
-    if _source(cell) == rendered:
+    # against the source notebook: the release may not exist yet, and is generated from this one
+    cell, rendered = _policy_cell(notebook), render_policy(load_rubric(assignment.name, assignment.source_notebook))
+    if source_text(cell) == rendered:
         return True
     if write:
         cell["source"] = rendered.splitlines(keepends=True)
@@ -128,27 +90,35 @@ def sync_policy(notebook_path: Path, write: bool) -> bool:
     return write
 
 
+def sync(assignment: Assignment, write: bool) -> list[str]:
+    """One line per stale file of `assignment` (after `write`, none)."""
+    command = "run `python -m autograder.authoring.notebook_sync write`"
+    source = assignment.relative(assignment.source_notebook)
+    if not sync_policy(assignment, write):
+        return [f"{source}: its policy cell differs from the manifest's forbidden operations; {command}"]
+    rendered = render_solutions_module(assignment)
+    module = assignment.solutions_module
+    if write:
+        module.parent.mkdir(parents=True, exist_ok=True)
+        module.write_text(rendered, encoding="utf-8")
+        return []
+    current = module.read_text(encoding="utf-8") if module.exists() else None
+    if current != rendered:
+        return [f"{assignment.relative(module)} is stale: it differs from the solution cells of {source}; {command}"]
+    return []
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.authoring.notebook_sync", description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=["check", "write"])
+    parser.add_argument("--assignment", action="append", help="only this assignment (repeatable; default: all)")
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
     args = parser.parse_args(argv)
-
-    if not sync_policy(args.root / SOURCE_NOTEBOOK, args.command == "write"):
-        print(f"{SOURCE_NOTEBOOK}: its policy cell differs from the rubric's forbidden operations; "
-              f"run `python -m autograder.authoring.notebook_sync write`", file=sys.stderr)
-        return 1
-    rendered = render_solutions_module(args.root / SOURCE_NOTEBOOK)
-    module_path = args.root / SOLUTIONS_MODULE
-    if args.command == "write":
-        module_path.write_text(rendered, encoding="utf-8")
-        return 0
-    current = module_path.read_text(encoding="utf-8") if module_path.exists() else None
-    if current != rendered:
-        print(f"{SOLUTIONS_MODULE} is stale: it differs from the solution cells of {SOURCE_NOTEBOOK}; "
-              f"run `python -m autograder.authoring.notebook_sync write`", file=sys.stderr)
-        return 1
-    return 0
+    names = args.assignment or assignment_names(args.root)
+    problems = [line for name in names for line in sync(Assignment(name, args.root), args.command == "write")]
+    for line in problems:
+        print(line, file=sys.stderr)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
-"""Generate the student release of transformer_block with the real `nbgrader generate_assignment`.
+"""Generate the student release of each assignment with the real `nbgrader generate_assignment`.
 
-    python -m autograder.authoring.release check   # exit 1 if release/transformer_block/transformer_block.ipynb is stale
-    python -m autograder.authoring.release write   # regenerate it
+    python -m autograder.authoring.release check [--assignment NAME ...]   # exit 1 if release/<name>/ is stale
+    python -m autograder.authoring.release write [--assignment NAME ...]   # regenerate it (default: all)
 
 nbgrader runs in a throwaway course directory holding a copy of the assignment's source and a minimal
 nbgrader_config.py, so neither the repository's own nbgrader configuration nor the user's ~/.jupyter can
@@ -26,11 +26,9 @@ from typing import Any, Iterable
 
 from autograder import REPO_ROOT
 
+from autograder.authoring.assignment import Assignment, assignment_names
 from autograder.judging.rubric import Part, RubricError, load_rubric
 
-ASSIGNMENT = "transformer_block"
-NOTEBOOK_NAME = f"{ASSIGNMENT}.ipynb"
-RELEASE_NOTEBOOK = Path("release") / ASSIGNMENT / NOTEBOOK_NAME
 
 
 def _canonical_json(notebook: dict[str, Any]) -> str:
@@ -76,22 +74,24 @@ def rubric_mismatches(notebook: dict[str, Any], parts: Iterable[Part], name: str
     return problems
 
 
-def _require_rubric_match(source_notebook: Path) -> None:
+def _require_rubric_match(assignment: Assignment, source_notebook: Path | None = None) -> None:
+    source_notebook = source_notebook or assignment.source_notebook
     notebook = json.loads(source_notebook.read_text(encoding="utf-8"))
     # skip_when_unchanged is checked against the notebook being released, not the committed release it replaces
-    problems = rubric_mismatches(notebook, load_rubric(ASSIGNMENT, source_notebook).parts, str(source_notebook))
+    problems = rubric_mismatches(notebook, load_rubric(assignment.name, source_notebook).parts, str(source_notebook))
     if problems:
         raise SourceError("\n".join(problems))
 
 
-def generate_release(repo_root: str | Path, out_dir: str | Path) -> Path:
-    """Run nbgrader on repo_root/source/transformer_block and copy the release notebook into out_dir."""
-    source_dir = Path(repo_root) / "source" / ASSIGNMENT
-    _require_cell_ids(source_dir / NOTEBOOK_NAME)
-    _require_rubric_match(source_dir / NOTEBOOK_NAME)
+def generate_release(assignment: Assignment, out_dir: str | Path) -> Path:
+    """Run nbgrader on the assignment's source/<name>/ and copy the release notebook into out_dir."""
+    name = assignment.name
+    source_dir = assignment.source_notebook.parent
+    _require_cell_ids(assignment.source_notebook)
+    _require_rubric_match(assignment)
     with tempfile.TemporaryDirectory(prefix="nbgrader-course-") as tmp:
         course = Path(tmp) / "course"
-        shutil.copytree(source_dir, course / "source" / ASSIGNMENT)
+        shutil.copytree(source_dir, course / "source" / name)
         (course / "nbgrader_config.py").write_text(
             f"c = get_config()\nc.CourseDirectory.root = {str(course)!r}\n", encoding="utf-8")
         env = dict(os.environ)
@@ -99,15 +99,15 @@ def generate_release(repo_root: str | Path, out_dir: str | Path) -> Path:
         # nbgrader shells out to console scripts of its own environment (e.g. alembic) by bare name.
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         result = subprocess.run(
-            [sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--no-db", "--force"],
+            [sys.executable, "-m", "nbgrader", "generate_assignment", name, "--no-db", "--force"],
             cwd=course, env=env, capture_output=True, text=True)
-        generated = course / "release" / ASSIGNMENT / NOTEBOOK_NAME
+        generated = course / "release" / name / assignment.source_notebook.name
         if result.returncode != 0 or not generated.exists():
             raise RuntimeError(f"nbgrader generate_assignment failed (exit {result.returncode}):\n{result.stderr}")
         notebook = json.loads(generated.read_text(encoding="utf-8"))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    target = out / NOTEBOOK_NAME
+    target = out / assignment.source_notebook.name
     target.write_text(_canonical_json(notebook), encoding="utf-8")
     return target
 
@@ -117,28 +117,36 @@ def notebooks_equal(a: str | Path, b: str | Path) -> bool:
     return json.loads(Path(a).read_text(encoding="utf-8")) == json.loads(Path(b).read_text(encoding="utf-8"))
 
 
+def check_or_write(assignment: Assignment, write: bool) -> list[str]:
+    """One line per problem with the assignment's release (after `write`, none unless its source is wrong)."""
+    committed = assignment.release_notebook
+    try:
+        if write:
+            generate_release(assignment, committed.parent)
+            return []
+        with tempfile.TemporaryDirectory() as tmp:
+            fresh = generate_release(assignment, tmp)
+            stale = not committed.exists() or not notebooks_equal(fresh, committed)
+    except (SourceError, RubricError) as exc:  # a problem in the source or manifest, not a crash: no traceback
+        return str(exc).splitlines()
+    if stale:
+        return [f"{assignment.relative(committed)} is stale: it differs from what nbgrader generates from "
+                f"{assignment.relative(assignment.source_notebook.parent)}; run "
+                "`python -m autograder.authoring.release write`"]
+    return []
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.authoring.release", description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=["check", "write"])
+    parser.add_argument("--assignment", action="append", help="only this assignment (repeatable; default: all)")
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
     args = parser.parse_args(argv)
-
-    committed = args.root / RELEASE_NOTEBOOK
-    try:
-        if args.command == "write":
-            generate_release(args.root, committed.parent)
-            return 0
-        with tempfile.TemporaryDirectory() as tmp:
-            fresh = generate_release(args.root, tmp)
-            stale = not committed.exists() or not notebooks_equal(fresh, committed)
-    except (SourceError, RubricError) as exc:  # a problem in the source or rubric, not a crash: no traceback
-        print(exc, file=sys.stderr)
-        return 1
-    if stale:
-        print(f"{RELEASE_NOTEBOOK} is stale: it differs from what nbgrader generates from "
-              f"source/{ASSIGNMENT}; run `python -m autograder.authoring.release write`", file=sys.stderr)
-        return 1
-    return 0
+    names = args.assignment or assignment_names(args.root)
+    problems = [line for name in names for line in check_or_write(Assignment(name, args.root), args.command == "write")]
+    for line in problems:
+        print(line, file=sys.stderr)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

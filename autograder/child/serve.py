@@ -117,6 +117,11 @@ class Server:
             raise NameError(f"name {name!r} is not defined")
         return self.namespace[name]
 
+    def object_by_key(self, key: int) -> Any:
+        if key not in self.objects:
+            raise LookupError("unknown object")
+        return self.objects[key]
+
     def handle(self, request: dict[str, Any], args: list, kwargs: dict, cotangents: list) -> Any:
         op = request.get("op")
         torch = self.torch
@@ -129,9 +134,7 @@ class Server:
             key = len(self.objects) + 1
             self.objects[key] = obj
             return key
-        obj = self.objects.get(request.get("obj"))
-        if obj is None:
-            raise LookupError("unknown object")
+        obj = self.object_by_key(request.get("obj"))
         if op == "forward":
             return obj(*args, **kwargs)
         if op == "forward_vjp":
@@ -159,7 +162,7 @@ class Server:
                 request, payload = protocol.recv(self.sock)
             except EOFError:
                 return
-            decoder = protocol.Decoder(payload, self.make_tensor)
+            decoder = protocol.Decoder(payload, self.make_tensor, self.object_by_key)
             reply: dict[str, Any] = {"id": request.get("id")}
             encoder = protocol.Encoder(self.tensor_bytes)
             signal.signal(signal.SIGALRM, _alarm)

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import torch
 
 from autograder import protocol
+from autograder.result import LoadReport
 from autograder.interrupts import JudgingInterrupted
 from autograder.host.limits import Limits
 from autograder.host.sandbox import Sandbox, ZygoteFailed
@@ -46,15 +47,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value
-
-
-class LoadReport:
-    def __init__(self) -> None:
-        self.cell_errors: list[dict[str, Any]] = []
-        self.names: set[str] = set()
-        self.notices: list[str] = []
-        self.loaded = False
-        self.failure = ""  # why the submission never finished loading, if it did not
 
 
 class Malformed(Exception):
@@ -241,6 +233,16 @@ class RemoteSubmission(Submission):
         if self.sandbox is None:
             raise SubmissionBroken(self.broken_reason)
 
+    def _object_key(self, value: Any) -> int | None:
+        """The child's key of a module handle passed as an argument (None: not a handle)."""
+        if not isinstance(value, ModuleHandle):
+            return None
+        if not isinstance(value, RemoteModule) or value.owner is not self:
+            raise SubmissionBroken("a module of another submission cannot be passed to this one")
+        if value.key // 1_000_000 != self.generation:
+            raise SubmissionBroken("this object was lost when the submission's process was restarted")
+        return value.key % 1_000_000
+
     # one request -------------------------------------------------------------------------------------------
     def request(self, op: str, *, name: str | None = None, obj: int | None = None, args: Sequence[Any] = (),
                 kwargs: dict[str, Any] | None = None, cotangents: Sequence[torch.Tensor] = ()) -> Any:
@@ -252,7 +254,7 @@ class RemoteSubmission(Submission):
         self._ensure_running()
         if obj is not None and obj // 1_000_000 != self.generation:
             raise SubmissionBroken("this object was lost when the submission's process was restarted")
-        encoder = protocol.Encoder(_tensor_bytes)
+        encoder = protocol.Encoder(_tensor_bytes, self._object_key)
         header = {"op": op, "id": next(self.ids), "name": name,
                   "obj": None if obj is None else obj % 1_000_000, "args": encoder.encode(list(args)),
                   "kwargs": encoder.encode(dict(kwargs or {})), "cotangents": encoder.encode(list(cotangents))}

@@ -216,6 +216,8 @@ def describe_value(value: Any) -> str:
         return f"{_dtype_name(value.dtype)}[{', '.join(str(s) for s in value.shape)}]"
     if isinstance(value, torch.dtype):
         return _dtype_name(value)
+    if isinstance(value, Module):
+        return f"your {value.label}"
     if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
         return "[" + ", ".join(describe_value(v) for v in value) + "]"
     if isinstance(value, dict) and any(isinstance(v, torch.Tensor) for v in value.values()):
@@ -264,21 +266,33 @@ def student_code(doing: str) -> Iterator[None]:
         fail(student_error_message(err, doing))
 
 
+def _handles(value: Any) -> Any:
+    """Arguments as the submission takes them: a Module (from `new`) is passed as its handle."""
+    if isinstance(value, Module):
+        return value.handle
+    if type(value) in (list, tuple):
+        return type(value)(_handles(v) for v in value)
+    if type(value) is dict:
+        return {k: _handles(v) for k, v in value.items()}
+    return value
+
+
 def call(student: Submission, function: str, *args: Any, **kwargs: Any) -> Any:
+    """Call the student's `function`; tensors, plain values and Modules from `new` may be passed."""
     with student_code(f"calling {describe_call(function, args, kwargs)}"):
-        return student.call(function, *args, **kwargs)
+        return student.call(function, *_handles(args), **_handles(kwargs))
 
 
 def vjp(student: Submission, function: str, args: Sequence[Any], kwargs: Mapping[str, Any],
         cotangents: Sequence[torch.Tensor]) -> tuple[Any, list[list[torch.Tensor | None]]]:
     with student_code(f"back-propagating through {describe_call(function, args, kwargs)}"):
-        return student.vjp(function, list(args), dict(kwargs), list(cotangents))
+        return student.vjp(function, list(_handles(args)), _handles(dict(kwargs)), list(cotangents))
 
 
 def new(student: Submission, class_name: str, *args: Any, **kwargs: Any) -> "Module":
     label = describe_call(class_name, args, kwargs)
     with student_code(f"creating {label}"):
-        handle = student.new(class_name, *args, **kwargs)
+        handle = student.new(class_name, *_handles(args), **_handles(kwargs))
     return Module(handle, label)
 
 
@@ -291,13 +305,13 @@ class Module:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with student_code(f"running {self.label} forward on {describe_call('', args, kwargs)[1:-1] or 'no input'}"):
-            return self.handle(*args, **kwargs)
+            return self.handle(*_handles(args), **_handles(kwargs))
 
     def vjp(self, args: Sequence[Any], kwargs: Mapping[str, Any], cotangents: Sequence[torch.Tensor]
             ) -> tuple[Any, list[list[torch.Tensor | None]]]:
         with student_code(f"back-propagating through {self.label} on "
                           f"{describe_call('', args, kwargs)[1:-1]}"):
-            return self.handle.vjp(list(args), dict(kwargs), list(cotangents))
+            return self.handle.vjp(list(_handles(args)), _handles(dict(kwargs)), list(cotangents))
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         with student_code(f"calling state_dict() on {self.label}"):

@@ -80,7 +80,9 @@ class ModuleHandle(abc.ABC):
 
 
 class Submission(abc.ABC):
-    """A submission, seen through requests."""
+    """A submission, seen through requests.  Arguments are tensors, plain values (None, bool, int, float, str,
+    lists, tuples, dicts with string keys) and handles that this submission's `new` returned: the student's
+    function or module receives its own object in their place."""
 
     def __init__(self) -> None:
         self.forbidden_seen: set[str] = set()  # torch implementations of graded ops reached since last reset
@@ -119,7 +121,19 @@ def _plain(value: Any) -> Any:
     return Opaque(type(value).__name__)
 
 
+def _modules(value: Any) -> Any:
+    """Arguments as the reference's code receives them: a handle of one of its modules is that module."""
+    if isinstance(value, _LocalModule):
+        return value.module
+    if type(value) in (list, tuple):
+        return type(value)(_modules(v) for v in value)
+    if type(value) is dict:
+        return {k: _modules(v) for k, v in value.items()}
+    return value
+
+
 def _guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    args, kwargs = _modules(args), _modules(kwargs)
     try:
         return fn(*args, **kwargs)
     except Exception as exc:  # the reference raising is data for the suite, exactly like a student's raise

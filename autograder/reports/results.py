@@ -14,9 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from autograder.grading import GradeResult
 from autograder.protocol import UNISOLATED, clean_text
-from autograder.host.remote import LoadReport
+from autograder.result import GradeResult, LoadReport
 from autograder.judging.rubric import PartScore, Rubric, TestScore
 
 FORMAT_VERSION = 2

@@ -3,7 +3,7 @@ part in which it must lose points and, where the suite can recognise it from out
 the student must see.  See the package docstring for the format."""
 from __future__ import annotations
 
-from assignments.transformer_block.catalogue import Entry, EveryPart, M, release_cells
+from autograder.authoring.catalogue import Entry, EveryPart, M, release_cells
 
 LN = "layer_norm"
 ATT = "attention"
@@ -229,10 +229,10 @@ MISTAKES: list[Entry] = [
     Entry("constructors-only", "constructors register the right parameters; every function, forward and helper "
           "still raises NotImplementedError as released", EveryPart(MHA),
           tuple(M(body, _TODO) for body in _FORWARDS),
-          replace={gid: code for gid, code in release_cells().items() if gid in _FUNCTION_CELLS},
+          replace={gid: code for gid, code in release_cells("transformer_block").items() if gid in _FUNCTION_CELLS},
           hint="structure alone earns no points"),
     Entry("everything-raises", "the release notebook untouched: every function, constructor and forward raises "
-          "NotImplementedError", EveryPart(LN), replace=release_cells(), hint="NotImplementedError",
+          "NotImplementedError", EveryPart(LN), replace=release_cells("transformer_block"), hint="NotImplementedError",
           notebook=True),
 
     # --- notebooks -----------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ suites' and the notebook's docstrings (names, signatures, parameters Wq/Wk/Wv/Wo
 any buffers besides, bool masks with True = may attend, a Python float from input_grad_norm)."""
 from __future__ import annotations
 
-from assignments.transformer_block.catalogue import Entry, M, Mutation
+from autograder.authoring.catalogue import Entry, M, Mutation
 
 LN_VAR_MEAN_RSQRT = '''
 def layer_norm(x, weight, bias, eps=1e-5):

@@ -1,0 +1,215 @@
+"""Part `generate` (15 points): `generate(model, prompt, max_new_tokens)`, greedy decoding with the cache.
+
+The suite builds the student's own GPT (C.new, float64, random weights under the contract's names) and hands
+that object to the student's `generate`.  Two references:
+  * the trusted reference model (built here from torch.nn modules and the suite's RoPE attention, with the
+    same weights) decoding greedily by recomputing the whole sequence at every step;
+  * the student's own model, driven by the test the slow way: a full call (use_cache=False) on the whole
+    sequence at every step, argmax of the last position.  This one isolates `generate` from the model: a
+    slightly wrong model decoded faithfully still matches it.
+
+Tokens are compared exactly.  In float64 and with these weights the two largest logits of every step of the
+reference's greedy decoding differ by more than 0.01 (checked when the seeds were picked), far above any
+rounding difference between a cached and a recomputed forward, so a correct implementation cannot lose a tie.
+
+Which input amplifies which bug: prompts of 1, 5 and 6 tokens, batch 1 to 3, up to 9 new tokens, and one case
+where prompt_len + max_new_tokens == max_len (a cache written one position too far overflows).  Sampling
+instead of argmax, argmax over the wrong dimension or of the wrong position, a wrong start_pos, feeding the
+whole sequence again with the cache, dropping the prompt, one token too few: all change the tokens or the shape.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from autograder.judging import checks as C
+
+F64 = torch.float64
+
+
+# --- trusted reference model (as in test_gpt.py) -----------------------------------------------------------
+
+def _rope(x, positions, base=10000.0):
+    """Trusted RoPE by complex multiplication, computed in x's dtype."""
+    d = x.shape[-1]
+    real = x.dtype
+    angles = positions.to(real)[:, None] * base ** (-torch.arange(0, d, 2, dtype=real) / d)
+    rotation = torch.polar(torch.ones_like(angles), angles)
+    pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], d // 2, 2).contiguous())
+    return torch.view_as_real(pairs * rotation).reshape(x.shape)
+
+
+def _attention(x, w, num_heads):
+    batch, n, d = x.shape
+    dh = d // num_heads
+    positions = torch.arange(n)
+
+    def heads(t):
+        return t.reshape(batch, n, num_heads, dh).transpose(1, 2)
+
+    q, k, v = (heads(F.linear(x, w[name])) for name in ("Wq", "Wk", "Wv"))
+    q, k = _rope(q, positions), _rope(k, positions)
+    allowed = positions[None, :] <= positions[:, None]
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(dh)).masked_fill(~allowed, float("-inf"))
+    return F.linear((torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(batch, n, d), w["Wo"])
+
+
+def _reference_logits(tokens, state, cfg):
+    """The reference GPT (float64): embedding, pre-norm blocks, ln_f, tied head."""
+    vocab, d, num_heads, d_ff, n_layers = cfg
+    embedding = nn.Embedding(vocab, d, dtype=F64)
+    embedding.load_state_dict({"weight": state["tok_emb.weight"]})
+
+    def norm(prefix):
+        ln = nn.LayerNorm(d, dtype=F64)
+        ln.load_state_dict({"weight": state[f"{prefix}weight"], "bias": state[f"{prefix}bias"]})
+        return ln
+
+    with torch.no_grad():
+        x = embedding(tokens)
+        for i in range(n_layers):
+            p = f"blocks.{i}."
+            ffn = nn.Sequential(nn.Linear(d, d_ff, dtype=F64), nn.GELU(), nn.Linear(d_ff, d, dtype=F64))
+            ffn.load_state_dict({k[len(p) + 4:]: v for k, v in state.items() if k.startswith(p + "ffn.")})
+            w = {n: state[f"{p}attn.{n}.weight"] for n in C.MHA_PROJECTIONS}
+            x = x + _attention(norm(p + "ln1.")(x), w, num_heads)
+            x = x + ffn(norm(p + "ln2.")(x))
+        return F.linear(norm("ln_f.")(x), embedding.weight)
+
+
+def _gpt_state(cfg, *, seed):
+    """Random weights; the embedding has std 0.5 (with std 1 the tied head mostly predicts the current token
+    again, and random models decode into runs of one token)."""
+    vocab, d, _, d_ff, n_layers = cfg
+    state = {"tok_emb.weight": C.randn(vocab, d, seed=seed, dtype=F64, std=0.5)}
+    for i in range(n_layers):
+        p, s = f"blocks.{i}.", seed + 100 * (i + 1)
+        state.update(C.layer_norm_state(p + "ln1.", d, seed=s, dtype=F64))
+        state.update(C.mha_state(p + "attn.", d, seed=s + 10, dtype=F64, bias=False, gain=1.5))
+        state.update(C.layer_norm_state(p + "ln2.", d, seed=s + 50, dtype=F64))
+        state.update(C.linear_state(p + "ffn.0.", d_ff, d, seed=s + 60, dtype=F64))
+        state.update(C.linear_state(p + "ffn.2.", d, d_ff, seed=s + 70, dtype=F64))
+    state.update(C.layer_norm_state("ln_f.", d, seed=seed + 50, dtype=F64))
+    return state
+
+
+@C.once
+def _reference_greedy(prompt, state, cfg, n):
+    tokens = prompt
+    for _ in range(n):
+        next_token = _reference_logits(tokens, state, cfg)[:, -1].argmax(dim=-1, keepdim=True)
+        tokens = torch.cat([tokens, next_token], dim=1)
+    return tokens
+
+
+# --- the student's side -------------------------------------------------------------------------------------
+
+def _model(student, cfg, max_len, state):
+    """The student's GPT in float64 with the test's weights (an untied head gets the embedding's values too:
+    tying is judged in the gpt part)."""
+    module = C.new(student, "GPT", *cfg, max_len)
+    module.to(F64)
+    params = module.named_parameters()
+    if isinstance(params, dict) and "head.weight" in params and "tok_emb.weight" in params:
+        state = {**state, "head.weight": state["tok_emb.weight"]}
+    module.load_weights(state)
+    return module
+
+
+def _generate(student, model, prompt, n):
+    out = C.call(student, "generate", model, prompt, n)
+    what = f"generate({model.label}, prompt {C.describe_value(prompt)}, {n})"
+    batch, length = prompt.shape
+    if isinstance(out, torch.Tensor) and out.dim() == 2 and tuple(out.shape) == (batch, n):
+        C.fail(f"{what}: expected shape [{batch}, {length + n}] (the prompt followed by the {n} new tokens), got "
+               f"[{batch}, {n}]: return the prompt too, torch.cat([prompt, new_tokens], dim=1).")
+    if isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == batch and out.shape[1] != length + n:
+        C.fail(f"{what}: expected shape [{batch}, {length + n}], got {list(out.shape)}: the output holds the "
+               f"{length} prompt tokens and then exactly max_new_tokens = {n} new ones.")
+    C.expect_tensor(out, what=what, shape=(batch, length + n), inputs={"prompt": prompt})
+    if out.dtype != torch.int64:
+        C.fail(f"{what}: expected token ids of dtype int64, got {str(out.dtype).replace('torch.', '')}")
+    if not torch.equal(out[:, :length], prompt):
+        C.fail(f"{what}: the first {length} tokens of the output are not the prompt: return the prompt followed "
+               f"by the new tokens.")
+    return out
+
+
+def _first_difference(out, expected):
+    """(row, position) of the first position at which the two token tensors differ, in any row."""
+    rows, cols = (out != expected).nonzero(as_tuple=True)
+    first = int(cols.min())
+    return int(rows[cols == first][0]), first
+
+
+def _tokens(batch, seq, vocab, *, seed):
+    return torch.randint(0, vocab, (batch, seq), generator=C.generator(seed))
+
+
+# (vocab, d_model, num_heads, d_ff, n_layers), max_len, prompt batch and length, max_new_tokens, weight seed,
+# prompt seed: seeds picked so that the greedy tokens change often and the top-2 logit gap stays above 0.01
+CASES = [((13, 16, 2, 32, 2), 14, (2, 5), 9, 28928, 7312), ((11, 8, 2, 16, 1), 10, (3, 1), 7, 9985, 7065),
+         ((17, 12, 3, 24, 3), 16, (1, 6), 8, 22946, 7234)]
+
+_GREEDY = ("Greedy decoding appends, at every step, the argmax over the vocabulary of the logits at the LAST "
+           "position, after a prefill call model(prompt, start_pos=0, use_cache=True), then feeds only the new "
+           "token, at start_pos = its own position.")
+
+
+def test_generate_output_shape_dtype_and_prompt(student):
+    """generate returns int64 tokens [batch, prompt_len + max_new_tokens] that start with the prompt (also for
+    a one-token prompt and one new token)."""
+    cfg = (13, 16, 2, 32, 2)
+    for i, (prompt_shape, n) in enumerate((((2, 5), 6), ((1, 1), 1))):
+        model = _model(student, cfg, 14, _gpt_state(cfg, seed=28928))
+        _generate(student, model, _tokens(*prompt_shape, cfg[0], seed=7312 + i), n)
+
+
+def test_generate_matches_greedy_decoding_of_the_reference(student):
+    """generate gives exactly the tokens of greedy decoding with the reference model and the same weights,
+    recomputing the whole sequence at every step (1 to 3 layers, batch 1 to 3, prompts of 1 to 6 tokens, and
+    a case that fills max_len)."""
+    for cfg, max_len, prompt_shape, n, weight_seed, prompt_seed in CASES:
+        state = _gpt_state(cfg, seed=weight_seed)
+        model = _model(student, cfg, max_len, state)
+        prompt = _tokens(*prompt_shape, cfg[0], seed=prompt_seed)
+        out = _generate(student, model, prompt, n)
+        expected = _reference_greedy(prompt, state, cfg, n)
+        if torch.equal(out, expected):
+            continue
+        row, col = _first_difference(out, expected)
+        C.fail(f"generate({model.label}, prompt {C.describe_value(prompt)}, {n}) with random weights: the new "
+               f"token at position {col} (row {row}) differs from greedy decoding with the reference model (the "
+               f"tokens before it agree). {_GREEDY} If your model itself differs from the reference, the gpt "
+               f"part's checks say so.")
+
+
+def test_generate_matches_recomputation_with_your_own_model(student):
+    """generate gives exactly the tokens that YOUR model gives when the test recomputes the whole sequence at
+    every step (model(tokens), use_cache=False, argmax of the last position): the cache changes the cost of
+    decoding, not its result."""
+    for cfg, max_len, prompt_shape, n, weight_seed, prompt_seed in CASES:
+        state = _gpt_state(cfg, seed=weight_seed)
+        model = _model(student, cfg, max_len, state)
+        prompt = _tokens(*prompt_shape, cfg[0], seed=prompt_seed)
+        out = _generate(student, model, prompt, n)
+        tokens = prompt
+        for step in range(n):
+            logits = C.expect_tensor(model(tokens), what=f"{model.label} logits (use_cache=False)", dtype=F64,
+                                     shape=(prompt_shape[0], tokens.shape[1], cfg[0]), inputs={"tokens": tokens})
+            next_token = logits[:, -1].argmax(dim=-1, keepdim=True)
+            tokens = torch.cat([tokens, next_token], dim=1)
+            if torch.equal(out[:, :tokens.shape[1]], tokens):
+                continue
+            position = tokens.shape[1] - 1
+            row = int((out[:, position] != tokens[:, position]).nonzero()[0])
+            chosen = int(out[row, position])
+            rank = int((logits[row, -1] > logits[row, -1, chosen]).sum()) + 1 if 0 <= chosen < cfg[0] else None
+            detail = (f" Your token is number {rank} in your own model's ranking of that step's logits." if rank
+                      else f" Your token {chosen} is not a token id of a vocabulary of {cfg[0]}.")
+            C.fail(f"generate({model.label}, prompt {C.describe_value(prompt)}, {n}): at position {position} (row "
+                   f"{row}) your generate chose another token than your own model's most likely next token, "
+                   f"computed by the test with a full call on the {position} tokens before it.{detail} {_GREEDY}")

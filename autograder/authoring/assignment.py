@@ -1,0 +1,100 @@
+"""One assignment's files, found by its name.  nbgrader's course layout puts the instructor notebook in
+source/<name>/ and the student release in release/<name>/; the kit adds assignments/<name>/ (the manifest
+rubric.toml, the hidden suites, the catalogue) and solutions/<name>.py (the reference as a module)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from autograder import REPO_ROOT
+
+BEGIN_MARKER = "### BEGIN SOLUTION"
+END_MARKER = "### END SOLUTION"
+
+
+def nbgrader_meta(cell: dict[str, Any]) -> dict[str, Any]:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def source_text(cell: dict[str, Any]) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def code_cell(source: str) -> dict[str, Any]:
+    return {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": source}
+
+
+def strip_solution_markers(code: str) -> str:
+    """Drop the marker lines, keeping the solution lines (and their indentation) between them."""
+    kept: list[str] = []
+    inside = False
+    for line in code.split("\n"):
+        marker = line.strip()
+        if marker == BEGIN_MARKER and not inside:
+            inside = True
+        elif marker == END_MARKER and inside:
+            inside = False
+        elif "BEGIN SOLUTION" in line or "END SOLUTION" in line:
+            # nbgrader treats any line containing these words as a marker, so such a line would silently
+            # disagree between the release and the solutions module.
+            raise ValueError(f"malformed or nested solution marker: {line!r}")
+        else:
+            kept.append(line)
+    if inside:
+        raise ValueError("solution region without a closing marker")
+    return "\n".join(kept)
+
+
+def assignment_names(root: Path = REPO_ROOT) -> list[str]:
+    """Every assignment of the checkout: the folders of assignments/ that hold a manifest."""
+    folder = root / "assignments"
+    return sorted(p.name for p in folder.iterdir() if (p / "rubric.toml").is_file()) if folder.is_dir() else []
+
+
+@dataclass(frozen=True)
+class Assignment:
+    name: str
+    root: Path = REPO_ROOT
+
+    IMPORTS_GRADE_ID: ClassVar[str] = "imports"  # the locked code cell every solution module starts with
+    POLICY_GRADE_ID: ClassVar[str] = "policy"    # the markdown cell generated from the manifest's policy
+
+    @property
+    def folder(self) -> Path:
+        return self.root / "assignments" / self.name
+
+    @property
+    def manifest(self) -> Path:
+        return self.folder / "rubric.toml"
+
+    @property
+    def source_notebook(self) -> Path:
+        return self.root / "source" / self.name / f"{self.name}.ipynb"
+
+    @property
+    def release_notebook(self) -> Path:
+        return self.root / "release" / self.name / f"{self.name}.ipynb"
+
+    @property
+    def solutions_module(self) -> Path:
+        return self.root / "solutions" / f"{self.name}.py"
+
+    def relative(self, path: Path) -> str:
+        return str(path.relative_to(self.root)) if path.is_relative_to(self.root) else str(path)
+
+    def solution_code(self) -> dict[str, str]:
+        """grade_id -> the reference code of each solution cell of the source notebook, markers removed."""
+        source = json.loads(self.source_notebook.read_text(encoding="utf-8"))
+        return {nbgrader_meta(c)["grade_id"]: strip_solution_markers(source_text(c))
+                for c in source["cells"] if nbgrader_meta(c).get("solution")}
+
+    def imports_cell(self, notebook: dict[str, Any]) -> str:
+        cells = [c for c in notebook["cells"] if c["cell_type"] == "code"
+                 and nbgrader_meta(c).get("grade_id") == self.IMPORTS_GRADE_ID]
+        if len(cells) != 1:
+            raise ValueError(f"{self.name}: expected exactly one code cell with grade_id "
+                             f"{self.IMPORTS_GRADE_ID!r}, found {len(cells)}")
+        return source_text(cells[0])

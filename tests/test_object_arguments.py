@@ -1,0 +1,114 @@
+"""A suite may pass a module it created (C.new) to a student's function, e.g. `generate(model, prompt, n)`:
+the student's code receives its own object, in the sandbox and in process alike, and nothing else can be
+smuggled in that way."""
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from autograder import protocol
+from autograder.host.limits import Limits
+from autograder.host.remote import RemoteModule, RemoteSubmission
+from autograder.judging import checks as C
+from autograder.judging.submission import ModuleSubmission, SubmissionBroken
+
+CODE = '''
+import torch
+import torch.nn as nn
+
+
+class Scale(nn.Module):
+    def __init__(self, factor):
+        super().__init__()
+        self.factor = factor
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * self.factor
+
+
+def apply_twice(module, x):
+    return module(module(x))
+
+
+def total(modules, x):
+    return sum(m(x) for m in modules["all"])
+
+
+def calls(module):
+    return module.calls
+
+
+def die():
+    import os
+    os._exit(3)
+'''
+
+
+def module_submission() -> ModuleSubmission:
+    module = types.ModuleType("reference")
+    exec(compile(CODE, "reference", "exec"), vars(module))
+    return ModuleSubmission(module)
+
+
+@pytest.fixture(scope="module")
+def remote():
+    submission = RemoteSubmission([CODE], Limits(), [])
+    yield submission
+    submission.close()
+
+
+def behaviour(student) -> list:
+    x = torch.arange(3.0)
+    double, triple = C.new(student, "Scale", 2.0), C.new(student, "Scale", 3.0)
+    return [C.call(student, "apply_twice", double, x).tolist(),
+            C.call(student, "total", {"all": [double, triple]}, x).tolist(),
+            C.call(student, "calls", double),  # the very object: its state is what the earlier calls left
+            double(x).tolist()]
+
+
+def test_the_student_function_gets_its_own_object_in_process_and_in_the_sandbox(remote):
+    expected = [[0.0, 4.0, 8.0], [0.0, 5.0, 10.0], 3, [0.0, 2.0, 4.0]]
+    assert behaviour(module_submission()) == expected
+    assert behaviour(remote) == expected
+
+
+def test_an_unknown_object_key_is_the_student_side_lookup_error(remote):
+    forged = RemoteModule(remote, remote.generation * 1_000_000 + 999)
+    with pytest.raises(pytest.fail.Exception, match="LookupError: unknown object"):
+        C.call(remote, "calls", C.Module(forged, "forged"))
+
+
+def test_another_submissions_module_is_refused_before_anything_is_sent(remote):
+    other = RemoteSubmission([CODE], Limits(), [])
+    try:
+        theirs = C.new(other, "Scale", 2.0)
+        with pytest.raises(SubmissionBroken, match="another submission"):
+            remote.call("calls", theirs.handle)
+    finally:
+        other.close()
+
+
+def test_a_module_lost_with_its_process_is_refused():
+    submission = RemoteSubmission([CODE], Limits(), [])
+    try:
+        old = C.new(submission, "Scale", 2.0)
+        with pytest.raises((SubmissionBroken, pytest.fail.Exception)):
+            C.call(submission, "die")
+        with pytest.raises(SubmissionBroken, match="lost when the submission's process was restarted"):
+            submission.call("calls", old.handle)
+    finally:
+        submission.close()
+
+
+def test_replies_never_carry_object_references():
+    # the grader's decoder has no resolver: an object node from the child is malformed, not a lookup
+    with pytest.raises(protocol.ProtocolError, match="unknown value kind"):
+        protocol.Decoder(b"", lambda array, dtype: array).decode({"k": "object", "id": 1})
+    resolved = protocol.Decoder(b"", lambda array, dtype: array, {7: "seven"}.__getitem__)
+    assert resolved.decode({"k": "list", "v": [{"k": "object", "id": 7}]}) == ["seven"]
+    with pytest.raises(protocol.ProtocolError, match="malformed object reference"):
+        resolved.decode({"k": "object", "id": "7"})
