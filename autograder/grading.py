@@ -1,10 +1,7 @@
 """One submission, start to finish: read it, run it in a sandbox, judge it, score it."""
 from __future__ import annotations
 
-import hashlib
-import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -14,7 +11,7 @@ from autograder.result import GradeResult, as_text, file_sha256
 from autograder.interrupts import JudgingInterrupted, interruption
 from autograder.judging.judge import run_suite
 from autograder.host.remote import RemoteSubmission
-from autograder.judging.rubric import PartScore, Rubric, score
+from autograder.judging.rubric import Rubric, score
 from autograder.host.limits import Limits
 from autograder.host.source_cells import UnreadableSubmission, read_cells
 from autograder.judging.submission import Submission, SubmissionBroken

@@ -15,7 +15,6 @@ from __future__ import annotations
 import ast
 import sys
 import types
-from pathlib import Path
 
 import pytest
 import torch

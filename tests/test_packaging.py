@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from autograder import REPO_ROOT as REPO  # noqa: E402
 HIDDEN = ("solutions", "assignments", "autograder.assignments")

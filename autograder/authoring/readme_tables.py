@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 from typing import Callable
 
 from autograder import REPO_ROOT
