@@ -226,3 +226,10 @@ def test_slow_source_notebook_executes(monkeypatch: pytest.MonkeyPatch, tmp_path
             printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
             assert "all visible checks passed" in printed, f"check cell {_meta(cell)['grade_id']}: {printed!r}"
     assert list(tmp_path.iterdir()) == [], "the notebook must not write files"
+
+
+@pytest.mark.parametrize("tool", [notebook_sync, release])
+def test_an_unknown_assignment_is_a_usage_error(tool, capsys) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        tool.main(["check", "--assignment", "nope"])
+    assert stopped.value.code == 2 and "no assignment 'nope'" in capsys.readouterr().err

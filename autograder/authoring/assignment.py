@@ -3,10 +3,12 @@ source/<name>/ and the student release in release/<name>/; the kit adds assignme
 rubric.toml, the hidden suites, the catalogue) and solutions/<name>.py (the reference as a module)."""
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from autograder import REPO_ROOT
 
@@ -98,3 +100,22 @@ class Assignment:
             raise ValueError(f"{self.name}: expected exactly one code cell with grade_id "
                              f"{self.IMPORTS_GRADE_ID!r}, found {len(cells)}")
         return source_text(cells[0])
+
+
+def check_or_write_command(prog: str, doc: str, argv: list[str] | None,
+                           sync: Callable[[Assignment, bool], list[str]]) -> int:
+    """The command line of a generator: `check|write [--assignment NAME ...] [--root DIR]`; `sync(assignment,
+    write)` returns one line per problem, printed on stderr (exit 1 when there is one)."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n")[0])
+    parser.add_argument("command", choices=["check", "write"])
+    parser.add_argument("--assignment", action="append", help="only this assignment (repeatable; default: all)")
+    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
+    args = parser.parse_args(argv)
+    names = args.assignment or assignment_names(args.root)
+    for name in names:  # both generators start from the source notebook
+        if not (notebook := Assignment(name, args.root).source_notebook).is_file():
+            parser.error(f"no assignment {name!r}: {notebook} does not exist")
+    problems = [line for name in names for line in sync(Assignment(name, args.root), args.command == "write")]
+    for line in problems:
+        print(line, file=sys.stderr)
+    return 1 if problems else 0

@@ -15,14 +15,12 @@ decides what the sandbox disables); the markdown cell with grade_id `policy` is 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from autograder import REPO_ROOT
-from autograder.authoring.assignment import (Assignment, assignment_names, nbgrader_meta, source_text,
+from autograder.authoring.assignment import (Assignment, check_or_write_command, nbgrader_meta, source_text,
                                              strip_solution_markers)
 
 # PEP 8 spacing between top-level definitions.
@@ -109,16 +107,7 @@ def sync(assignment: Assignment, write: bool) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.authoring.notebook_sync", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["check", "write"])
-    parser.add_argument("--assignment", action="append", help="only this assignment (repeatable; default: all)")
-    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
-    args = parser.parse_args(argv)
-    names = args.assignment or assignment_names(args.root)
-    problems = [line for name in names for line in sync(Assignment(name, args.root), args.command == "write")]
-    for line in problems:
-        print(line, file=sys.stderr)
-    return 1 if problems else 0
+    return check_or_write_command("python -m autograder.authoring.notebook_sync", __doc__, argv, sync)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ with one line per problem.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -24,9 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from autograder import REPO_ROOT
 
-from autograder.authoring.assignment import Assignment, assignment_names
+from autograder.authoring.assignment import Assignment, check_or_write_command
 from autograder.judging.rubric import Part, RubricError, load_rubric
 
 
@@ -137,16 +135,7 @@ def check_or_write(assignment: Assignment, write: bool) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.authoring.release", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["check", "write"])
-    parser.add_argument("--assignment", action="append", help="only this assignment (repeatable; default: all)")
-    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
-    args = parser.parse_args(argv)
-    names = args.assignment or assignment_names(args.root)
-    problems = [line for name in names for line in check_or_write(Assignment(name, args.root), args.command == "write")]
-    for line in problems:
-        print(line, file=sys.stderr)
-    return 1 if problems else 0
+    return check_or_write_command("python -m autograder.authoring.release", __doc__, argv, check_or_write)
 
 
 if __name__ == "__main__":
