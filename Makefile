@@ -6,20 +6,24 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup benchmark
+.PHONY: demo test setup benchmark browser
 
 setup: $(STAMP)
 
 # torch==2.13.0 comes from the machine's local CPU wheel; requirements.lock pins everything else.
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e .
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m autograder.authoring.demo
 
-test: $(STAMP)
+# the browser tests drive Debian's chromium (tests/test_browser.py); nothing downloads a browser
+browser:
+	command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
 
 benchmark: $(STAMP)

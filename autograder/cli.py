@@ -7,6 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
+from autograder import platforms
 from autograder.authoring import check_suite
 from autograder.authoring.assignment import assignment_names
 from autograder.interrupts import JudgingInterrupted, interruption, raise_terminated
@@ -46,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check-suite", help="grade the catalogue of known mistakes and correct variants: "
                                                     "the hidden suite's mutation score")
     check_suite.add_arguments(check)
+    export = commands.add_parser("export", help="package the grader for a grading platform")
+    targets = export.add_subparsers(dest="platform", required=True, parser_class=_Parser)
+    for name in platforms.EXPORTERS:
+        module = platforms.exporter(name)
+        module.add_arguments(targets.add_parser(name, help=module.HELP, description=module.HELP))
     return parser
 
 
@@ -80,6 +86,8 @@ def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "check-suite":
         return check_suite.run_from_arguments(args)
+    if args.command == "export":
+        return platforms.exporter(args.platform).export(args)
     try:
         rubric = load_rubric(_assignment(args.assignment))
     except RubricError as exc:

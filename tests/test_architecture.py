@@ -75,7 +75,7 @@ def test_the_architecture_page_and_readme_name_every_folder():
     page = (REPO_ROOT / "docs" / "architecture.md").read_text()
     readme = (REPO_ROOT / "README.md").read_text()
     folders = sorted(p.name for p in PACKAGE_DIR.iterdir() if p.is_dir() and (p / "__init__.py").exists())
-    assert folders == ["authoring", "child", "host", "judging", "reports"]
+    assert folders == ["authoring", "child", "host", "judging", "platforms", "reports"]
     for folder in folders:
         assert f"autograder/{folder}/" in page and f"autograder/{folder}/" in readme, folder
     for path in PACKAGE_DIR.rglob("*.py"):  # and every module is named in one of them

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -58,22 +59,31 @@ def message_text(message: object) -> str:
     return clean_text(message, MAX_MESSAGE_CHARS)
 
 
-def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_fingerprint: str = "") -> dict[str, Any]:
+VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")  # Gradescope's words
+
+
+def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_fingerprint: str = "",
+               visibility: str = "visible") -> dict[str, Any]:
     """Gradescope's results.json for `result`.  `cells_sha256` and `assignment_fingerprint` (see
     autograder.judging.fingerprint) say what was graded against what; "" (unknown) never matches, so a result
-    without them is never reused."""
+    without them is never reused.  `visibility` is when students see the tests (one of VISIBILITIES)."""
+    if visibility not in VISIBILITIES:
+        raise ValueError(f"visibility {visibility!r} is not one of {', '.join(VISIBILITIES)}")
     tests = []
     for part in result.parts:
         for test in part.tests:
             tests.append({"name": f"{part.part.name}: {test.name}", "score": _round(test.score),
                           "max_score": _round(test.max_score),
                           "status": "passed" if test.score == test.max_score and test.max_score else "failed",
-                          "output": _output(part, test), "visibility": "visible"})
+                          # plain text: a message can quote the submission, which must not render as markup
+                          "output": _output(part, test), "output_format": "text", "visibility": visibility})
     return {
         "score": result.score,
         "max_score": _round(result.max_score),
-        "output": summary(result)[:MAX_OUTPUT_CHARS],
-        "visibility": "visible",
+        "execution_time": round(result.seconds, 2),
+        "output": fenced(summary(result)[:MAX_OUTPUT_CHARS]),
+        "output_format": "md",
+        "visibility": visibility,
         "stdout_visibility": "hidden",
         "tests": tests,
         "extra_data": {
@@ -92,6 +102,14 @@ def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_finger
             "cell_errors": [_cell_error(e) for e in result.load.cell_errors[:SUMMARY_CELL_ERRORS]],
         },
     }
+
+
+def fenced(text: str) -> str:
+    """`text` as a Markdown code block, shown verbatim: its fence is longer than any run of backticks inside,
+    so nothing the submission put in a message renders as markup or links."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
 
 
 def _output(part: PartScore, test: TestScore) -> str:
