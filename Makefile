@@ -13,18 +13,19 @@ setup: $(STAMP)
 # torch==2.13.0 comes from the machine's local CPU wheel; requirements.lock pins everything else.
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[instructor,test]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m autograder.authoring.demo
 
 # the browser tests drive Debian's chromium (tests/test_browser.py); nothing downloads a browser
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 browser:
-	command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+	command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
 
 benchmark: $(STAMP)
 	$(BIN)/python -m autograder.authoring.benchmark

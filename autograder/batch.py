@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 from autograder.judging.fingerprint import assignment_fingerprint
 from autograder.result import GradeResult, as_text, file_sha256
 from autograder.interrupts import JudgingInterrupted, raise_terminated
-from autograder.reports.results import gradescope, write_json_atomic
+from autograder.reports.results import from_gradescope, gradescope, write_json_atomic
 from autograder.judging.rubric import Rubric
 from autograder.host.limits import Limits
 
@@ -226,6 +226,14 @@ def grades_rows(out_dir: Path, entries: list[Entry], rubric: Rubric) -> Iterator
         by_part = data["extra_data"]["parts"]
         yield [entry.student, f"{data['score']:g}", f"{data['max_score']:g}",
                *(f"{by_part[p]['score']:g}" for p in parts)]
+
+
+def stored_results(out_dir: Path, entries: list[Entry], rubric: Rubric) -> Iterator[tuple[str, GradeResult]]:
+    """(student, GradeResult) of every submission, rebuilt from its stored result like grades.csv: those graded
+    by an earlier run count as much as those graded by this one."""
+    for entry in entries:
+        data = json.loads(result_path(out_dir, entry.student).read_text(encoding="utf-8"))
+        yield entry.student, from_gradescope(data, rubric)
 
 
 def write_grades_csv(out_dir: Path, entries: list[Entry], rubric: Rubric) -> None:

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from pathlib import Path
 
 from autograder import platforms
 from autograder.authoring import check_suite
-from autograder.authoring.assignment import assignment_names
+from autograder.authoring.assignment import chosen_assignment
 from autograder.interrupts import JudgingInterrupted, interruption, raise_terminated
+from autograder.reports import formats
 from autograder.judging.rubric import RubricError, load_rubric
 from autograder.host import limits
 from autograder.host.sandbox import Zygote, isolation_refused
@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("submission", type=Path)
     grade.add_argument("-o", "--output", type=Path, required=True, help="results.json to write")
     _add_limit_flags(grade)
+    formats.add_flags(grade)
+    grade.add_argument("--html", type=formats.output_file, metavar="FILE",
+                       help="also write the student's feedback page (self-contained HTML with pictures) to FILE")
     grade_all = commands.add_parser("grade-all", help="grade a folder of submissions")
     grade_all.add_argument("folder", type=Path)
     grade_all.add_argument("-o", "--output", type=Path, required=True, help="folder for results and grades.csv")
@@ -44,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade_all.add_argument("--scheduler", metavar="ADDRESS",
                            help="grade on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786)")
     _add_limit_flags(grade_all)
+    formats.add_flags(grade_all, batch=True)
+    grade_all.add_argument("--html", type=Path, metavar="DIR",
+                           help="also write feedback pages to DIR: students/<student>.html and the class's index.html")
     check = commands.add_parser("check-suite", help="grade the catalogue of known mistakes and correct variants: "
                                                     "the hidden suite's mutation score")
     check_suite.add_arguments(check)
@@ -71,16 +77,6 @@ def _stopped(exc: BaseException, consequence: str) -> int:
     return stopped.exit_code
 
 
-def _assignment(chosen: str | None) -> str:
-    """--assignment, else $AUTOGRADER_ASSIGNMENT, else the checkout's only assignment."""
-    if chosen or os.environ.get("AUTOGRADER_ASSIGNMENT"):
-        return chosen or os.environ["AUTOGRADER_ASSIGNMENT"]
-    names = assignment_names()
-    if len(names) != 1:
-        raise RubricError(f"this checkout has {len(names)} assignments ({', '.join(names) or 'none'}): "
-                          "name one with --assignment or AUTOGRADER_ASSIGNMENT")
-    return names[0]
-
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
@@ -89,7 +85,7 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "export":
         return platforms.exporter(args.platform).export(args)
     try:
-        rubric = load_rubric(_assignment(args.assignment))
+        rubric = load_rubric(chosen_assignment(args.assignment))
     except RubricError as exc:
         print(f"python -m autograder: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
@@ -108,14 +104,24 @@ def _main(argv: list[str] | None) -> int:
 
 def _grade(args: argparse.Namespace, rubric) -> int:
     from autograder.batch import grade_report
-    from autograder.reports.results import summary, write_json_atomic
+    from autograder.reports.results import summary, write_json_atomic, write_text_atomic
 
     if not args.submission.is_file():
         print(f"python -m autograder: error: {args.submission}: no such file", file=sys.stderr)
         return USAGE_ERROR
+    outputs = {"-o": args.output, **{fmt.flag: path for fmt, path in formats.requested(args)},
+               **({"--html": args.html} if args.html else {})}
+    if clash := formats.clash(outputs):
+        print(f"python -m autograder: error: {clash}", file=sys.stderr)
+        return USAGE_ERROR
     try:
         result, report = grade_report(args.submission, rubric, limits.from_flags(args))
         write_json_atomic(args.output, report)  # atomic: a signal during the write leaves no file
+        formats.write(args, result)
+        if args.html:
+            from autograder.reports import html
+
+            write_text_atomic(args.html, html.student_page(result))
     except (JudgingInterrupted, KeyboardInterrupt) as exc:
         return _stopped(exc, f"no grade written to {args.output}")
     print(summary(result))
@@ -123,7 +129,7 @@ def _grade(args: argparse.Namespace, rubric) -> int:
 
 
 def _grade_all(args: argparse.Namespace, rubric) -> int:
-    from autograder.batch import grade_all
+    from autograder.batch import grade_all, stored_results
 
     if not args.folder.is_dir():
         print(f"python -m autograder: error: {args.folder}: no such folder", file=sys.stderr)
@@ -131,6 +137,13 @@ def _grade_all(args: argparse.Namespace, rubric) -> int:
     if args.output.exists() and not args.output.is_dir():
         print(f"python -m autograder: error: {args.output}: exists and is not a folder", file=sys.stderr)
         return USAGE_ERROR
+    if args.html and args.html.exists() and not args.html.is_dir():
+        print(f"python -m autograder: error: {args.html}: exists and is not a folder", file=sys.stderr)
+        return USAGE_ERROR
+    for fmt, path in formats.requested(args):
+        if problem := formats.unwritable(path, created=args.output):
+            print(f"python -m autograder: error: argument {fmt.flag}: {problem}", file=sys.stderr)
+            return USAGE_ERROR
     if args.jobs < 1:
         print("python -m autograder: error: --jobs must be at least 1", file=sys.stderr)
         return USAGE_ERROR
@@ -143,12 +156,18 @@ def _grade_all(args: argparse.Namespace, rubric) -> int:
             from autograder import cluster
 
             try:
-                cluster.grade_all(args.folder, args.output, rubric, limits.from_flags(args), args.scheduler)
+                entries = cluster.grade_all(args.folder, args.output, rubric, limits.from_flags(args),
+                                            args.scheduler)
             except cluster.ClusterUnusable as exc:
                 print(f"python -m autograder: error: {exc}", file=sys.stderr)
                 return USAGE_ERROR
         else:
-            grade_all(args.folder, args.output, rubric, limits.from_flags(args), jobs=args.jobs)
+            entries = grade_all(args.folder, args.output, rubric, limits.from_flags(args), jobs=args.jobs)
+        formats.write_batch(args, rubric.assignment, stored_results(args.output, entries, rubric))
+        if args.html:
+            from autograder.reports import html
+
+            html.write_class(args.html, rubric.assignment, list(stored_results(args.output, entries, rubric)))
     except (JudgingInterrupted, KeyboardInterrupt) as exc:
         return _stopped(exc, f"nothing recorded for the submissions in progress; the results in {args.output} "
                              "are kept, and a rerun grades the rest")

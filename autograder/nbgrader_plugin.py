@@ -3,9 +3,10 @@
 Instead of running hidden tests inside the student's kernel, it grades the (sanitised) notebook with the
 same engine as `python -m autograder grade`, then writes each part's verdict into that part's autograded
 test cell in the form nbgrader's SaveAutoGrades reads: full marks as plain output, partial credit as a float
-execute_result (nbgrader's partial-credit rule), no credit as an error output carrying the feedback.  A graded
-cell that matches no rubric part gets no credit either: nbgrader gives full points to a graded cell without
-output, so leaving it alone would hand out points nobody checked.
+execute_result (nbgrader's partial-credit rule), no credit as an error output carrying the feedback.  After
+them come the pictures of the part's failing checks (display_data, image/png), which nbgrader's grading
+ignores and its feedback shows.  A graded cell that matches no rubric part gets no credit either: nbgrader
+gives full points to a graded cell without output, so leaving it alone would hand out points nobody checked.
 
 With `reuse_results_from` set, a grade that `python -m autograder grade-all` already made stands in for
 grading: `<folder>/<student>.json` is used when it judged exactly the cells being graded (`cells_sha256`,
@@ -15,6 +16,7 @@ fresh grade writes.  Any other file there is ignored: malformed, foreign, or key
 """
 from __future__ import annotations
 
+import base64
 import json
 import tempfile
 from pathlib import Path
@@ -28,6 +30,7 @@ from traitlets import Bool, Float, Int, List, TraitType, Unicode
 from autograder.judging.fingerprint import assignment_fingerprint, file_cells_sha256
 from autograder.grading import grade_file
 from autograder.result import GradeResult
+from autograder.reports import figures
 from autograder.reports.results import from_gradescope, message_text, summary
 from autograder.judging.rubric import PartScore, Rubric, load_rubric
 from autograder.host.limits import Limits, knobs
@@ -48,20 +51,34 @@ def _part_feedback(part: PartScore, result: GradeResult) -> str:
     return "\n".join(lines)
 
 
+def picture_outputs(part: PartScore) -> list[NotebookNode]:
+    """One image per piece of evidence the part's failing checks carry (checks of one experiment that failed
+    on the same evidence share it), captioned with the first such check's name."""
+    shown = {}
+    for test in part.tests:
+        if test.figure is not None:
+            shown.setdefault(test.figure, test.name)
+    return [nbformat.v4.new_output("display_data", data={
+        "image/png": base64.b64encode(figures.png(figure)).decode("ascii"),
+        "text/plain": f"{name}: {figures.caption(figure)}"}) for figure, name in shown.items()]
+
+
 def verdict_outputs(part: PartScore, cell_points: float, result: GradeResult) -> list[NotebookNode]:
-    """The outputs that make nbgrader's determine_grade give this cell its share of the part's score."""
+    """The outputs that make nbgrader's determine_grade give this cell its share of the part's score (it reads
+    the first error or execute_result, and ignores the pictures after them)."""
     text = _part_feedback(part, result)
     fraction = part.score / part.part.points if part.part.points else 0.0
     earned = round(fraction * cell_points, 4)
     if earned <= 0:
         return [nbformat.v4.new_output("error", ename="NotGraded" if result.unreadable else "TestsFailed",
-                                       evalue=f"0 / {cell_points:g} points", traceback=text.split("\n"))]
+                                       evalue=f"0 / {cell_points:g} points", traceback=text.split("\n")),
+                *picture_outputs(part)]
     stream = nbformat.v4.new_output("stream", name="stdout", text=text + "\n")
     if earned >= cell_points:
-        return [stream]
+        return [stream, *picture_outputs(part)]
     result_output = nbformat.v4.new_output("execute_result", data={"text/plain": repr(earned)},
                                            execution_count=1)
-    return [result_output, stream]
+    return [result_output, stream, *picture_outputs(part)]
 
 
 def unmatched_outputs(grade_id: str, assignment: str, cell_points: float) -> list[NotebookNode]:

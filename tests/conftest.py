@@ -1,11 +1,16 @@
 """Shared helpers: sample submissions and running the real command line."""
 from __future__ import annotations
 
+import ast
+import html
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -17,6 +22,21 @@ ASSIGNMENT = "transformer_block"  # the assignment the kit's own end-to-end test
 os.environ.setdefault("AUTOGRADER_ASSIGNMENT", ASSIGNMENT)
 # one mistake, costing layer_norm only: the unbiased variance (divides by d - 1)
 UNBIASED_VARIANCE = ("var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)", "var = x.var(dim=-1, keepdim=True)")
+
+
+# `make test` runs `pytest -n 2 --dist loadfile`: each file's tests on one worker, so a module fixture that grades
+# a class runs once (pytest 9 ignores xdist_group marks: xdist 3.8 renames items through an attribute pytest no
+# longer reads).  Whole files go to the workers in collection order, so the longest start first and neither
+# worker is left idle behind one started last.
+LONGEST_FIRST = ["test_gpt_decoder.py", "test_hostile.py", "test_nbgrader.py", "test_gradescope.py",
+                 "test_forbidden.py", "test_browser.py", "test_feedback_html.py", "test_batch.py", "test_cli.py",
+                 "test_github_classroom.py", "test_determinism.py", "test_formats.py", "test_catalogue.py",
+                 "test_cluster.py"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's own order is kept
 
 
 def run_cli(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -96,3 +116,40 @@ def grade_class_both_ways(folder: Path, out: Path, course_root: Path, through_nb
         scores = background.submit(nbgrader_scores)
         done = run_cli("grade-all", folder, "-o", out, "--jobs", "2", *flags, timeout=1800)
         return done, scores.result()
+
+
+
+def hidden_source(assignment: str, shown: str = "") -> list[re.Pattern]:
+    """What of an assignment's hidden suites must never reach a student, as patterns: each function's definition
+    (test functions' names are the checks' names, which students see; `def name(` is not), each private helper's
+    name as a whole word, each line of code that holds no string literal (strings are messages, which students
+    see), each comment and each docstring line.  What `shown` holds (the submission and the release notebook,
+    which students see anyway) does not count."""
+    texts, names = [], []
+    for suite in sorted((REPO / "assignments" / assignment).glob("test_*.py")):
+        source = suite.read_text(encoding="utf-8")
+        tree = ast.parse(source)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                texts.append(f"def {node.name}(")
+                if node.name.startswith("_"):
+                    names.append(node.name)
+            if isinstance(node, (ast.Module, ast.FunctionDef)) and ast.get_docstring(node):
+                texts += [line.strip() for line in ast.get_docstring(node).splitlines() if len(line.strip()) >= 30]
+        with_strings = set()
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.STRING:
+                with_strings.update(range(token.start[0], token.end[0] + 1))
+            elif token.type == tokenize.COMMENT and len(token.string) >= 16:
+                texts.append(token.string.lstrip("#").strip())
+        texts += [line.strip() for number, line in enumerate(source.splitlines(), 1)
+                  if number not in with_strings and len(line.strip()) >= 20 and not line.strip().startswith("#")]
+    patterns = [re.compile(re.escape(t)) for t in dict.fromkeys(texts)]
+    patterns += [re.compile(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])") for n in dict.fromkeys(names)]
+    return [p for p in patterns if not p.search(shown)]
+
+
+def leaked_hidden_source(page: str, assignment: str, shown: str = "") -> list[str]:
+    """What `hidden_source` finds in an HTML page, as markup or as text."""
+    texts = (page, html.unescape(page), html.unescape(re.sub(r"<[^>]+>", "", page)))
+    return [p.pattern for p in hidden_source(assignment, shown) if any(p.search(text) for text in texts)]

@@ -12,12 +12,6 @@ hidden suites, rubric; a process pool of 2), then checked entry by entry:
 """
 from __future__ import annotations
 
-import fcntl
-import json
-import os
-from pathlib import Path
-from typing import Any, Callable
-
 import pytest
 
 from autograder.authoring.catalogue import REFERENCE, CatalogueError, Entry, M, load
@@ -45,31 +39,11 @@ SCORE_ZERO = ["constructors-only", "everything-raises"]
 LEAKS = ("Traceback", "During handling", "def test_", "checks.py", ".py:", "C.fail(", "pytest.fail",
          "check failed (", "solutions", "catalogue")
 
-pytestmark = pytest.mark.xdist_group("catalogue")
-
-
-def shared_result(tmp_path_factory, name: str, compute: Callable[[Path], Any]) -> Any:
-    """compute(folder) once per test run, even when pytest-xdist spreads the tests that need it over several
-    workers (`xdist_group` alone does not keep them together with every pytest/xdist version): the first
-    worker computes, the others wait on a lock and read the JSON it left."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # shared by all workers of this run
-    cache = root / f"{name}.json"
-    with open(root / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if cache.exists():
-            return json.loads(cache.read_text())
-        result = compute(root / name)
-        cache.write_text(json.dumps(result))
-        return result
-
 
 @pytest.fixture(scope="session")
 def graded(tmp_path_factory) -> dict[str, dict]:
-    """Every entry graded once per test run, with a pool of 2 processes."""
-    return shared_result(tmp_path_factory, "catalogue",
-                         lambda folder: check_suite.run_catalogue(ASSIGNMENT, workers=2, folder=folder))
+    """Every entry graded once per test run (this file runs on one worker), with a pool of 2 processes."""
+    return check_suite.run_catalogue(ASSIGNMENT, workers=2, folder=tmp_path_factory.mktemp("catalogue"))
 
 
 def _failures(result: dict, part: str | None = None) -> list[dict]:

@@ -215,16 +215,16 @@ def test_a_slow_part_costs_only_itself(tmp_path):
 
 
 def test_the_assignment_is_named_or_the_only_one(monkeypatch):
-    from autograder import cli
+    from autograder.authoring import assignment
     from autograder.judging.rubric import RubricError
 
     monkeypatch.delenv("AUTOGRADER_ASSIGNMENT", raising=False)
-    monkeypatch.setattr(cli, "assignment_names", lambda: ["gpt_decoder", "transformer_block"])
+    monkeypatch.setattr(assignment, "assignment_names", lambda: ["gpt_decoder", "transformer_block"])
     with pytest.raises(RubricError, match=r"2 assignments \(gpt_decoder, transformer_block\): name one"):
-        cli._assignment(None)
-    assert cli._assignment("gpt_decoder") == "gpt_decoder"
+        assignment.chosen_assignment(None)
+    assert assignment.chosen_assignment("gpt_decoder") == "gpt_decoder"
     monkeypatch.setenv("AUTOGRADER_ASSIGNMENT", "transformer_block")
-    assert cli._assignment(None) == "transformer_block"
+    assert assignment.chosen_assignment(None) == "transformer_block"
     monkeypatch.delenv("AUTOGRADER_ASSIGNMENT")
-    monkeypatch.setattr(cli, "assignment_names", lambda: ["transformer_block"])
-    assert cli._assignment(None) == "transformer_block"
+    monkeypatch.setattr(assignment, "assignment_names", lambda: ["transformer_block"])
+    assert assignment.chosen_assignment(None) == "transformer_block"

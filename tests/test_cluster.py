@@ -115,7 +115,6 @@ def graded_once(stderr: str, students: list[str]) -> bool:
     return logged == Counter(students)
 
 
-@pytest.mark.xdist_group("cluster")
 def test_the_cluster_gives_the_grades_a_local_batch_gives(cluster, tmp_path):
     folder = tmp_path / "class"
     write_class(folder, {"alice": [], "bob": [UNBIASED_VARIANCE]})
@@ -144,7 +143,6 @@ def test_the_cluster_gives_the_grades_a_local_batch_gives(cluster, tmp_path):
     assert " / " not in rerun.stderr
 
 
-@pytest.mark.xdist_group("cluster")
 def test_a_worker_killed_mid_batch_loses_nothing(cluster, tmp_path):
     folder, out = tmp_path / "class", tmp_path / "out"
     students = {"s0": [], "s1": [UNBIASED_VARIANCE], "s2": [], "s3": [UNBIASED_VARIANCE]}
@@ -171,7 +169,6 @@ def test_a_worker_killed_mid_batch_loses_nothing(cluster, tmp_path):
     assert all(r.split(",")[1] != "100" for r in rows[1::2])  # the unbiased variance loses points
 
 
-@pytest.mark.xdist_group("cluster")
 def test_a_stopped_client_records_nothing_more(cluster, tmp_path):
     folder, out = tmp_path / "class", tmp_path / "out"
     write_class(folder, {"a": [], "b": [], "c": []})

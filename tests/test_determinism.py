@@ -22,15 +22,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from test_catalogue import shared_result
 
 from autograder.authoring import check_suite
 
 ASSIGNMENT = "transformer_block"
 RERUNS = 3
 
-
-pytestmark = pytest.mark.xdist_group("determinism")
 
 
 def _torch_threads_at_start(env: dict[str, str]) -> int:
@@ -43,7 +40,7 @@ def _torch_threads_at_start(env: dict[str, str]) -> int:
 
 @pytest.fixture(scope="session")
 def reruns(tmp_path_factory):
-    """Three reruns of each entry, computed once per test run (shared by the xdist workers), and the torch
+    """Three reruns of each entry, computed once per test run (this file runs on one worker), and the torch
     thread counts the grader processes started with (read from the environments they were really given)."""
     def compute(folder: Path) -> list:
         started_with: list[dict[str, str]] = []
@@ -60,7 +57,7 @@ def reruns(tmp_path_factory):
         threads = sorted(_torch_threads_at_start(dict(env)) for env in distinct)
         return [same, "\n".join(lines), str(folder), len(started_with), threads]
 
-    same, report, folder, graders, threads = shared_result(tmp_path_factory, "determinism", compute)
+    same, report, folder, graders, threads = compute(tmp_path_factory.mktemp("determinism"))
     return same, report, Path(folder), graders, threads
 
 

@@ -17,8 +17,6 @@ import pytest
 from autograder.authoring.samples import student_notebook, write_notebook
 from conftest import grade_class_both_ways, part_scores
 
-pytestmark = pytest.mark.xdist_group("forbidden")
-
 HONEST_BODY = ("    mean = x.mean(dim=-1, keepdim=True)\n"
                "    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased, as torch.nn.LayerNorm\n"
                "    return (x - mean) / torch.sqrt(var + eps) * weight + bias")

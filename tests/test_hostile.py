@@ -20,8 +20,6 @@ from autograder import REPO_ROOT as ROOT
 from autograder.authoring.samples import student_notebook, write_notebook
 from conftest import full_marks, grade_class_both_ways, part_scores, processes_mentioning, run_cli
 
-pytestmark = pytest.mark.xdist_group("hostile")  # one class, graded once, on one worker
-
 LIMIT = 150
 CELL_SECONDS = 8  # per cell and per request: generous for honest code on a busy 2-core machine
 FLAGS = ["--timeout", str(LIMIT), "--cell-timeout", str(CELL_SECONDS), "--request-timeout", str(CELL_SECONDS),

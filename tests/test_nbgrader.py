@@ -2,6 +2,7 @@
 what grade-all graded."""
 from __future__ import annotations
 
+import base64
 import csv
 import json
 import os
@@ -14,8 +15,9 @@ import pytest
 from autograder.authoring.demo import Course
 from autograder.judging.rubric import load_rubric
 from autograder.authoring.samples import student_notebook, write_notebook
+from autograder.authoring.assignment import Assignment
 from conftest import ASSIGNMENT, UNBIASED_VARIANCE
-from conftest import run_cli
+from conftest import leaked_hidden_source, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +106,32 @@ def test_feedback_explains_failures_without_hidden_source(graded_course):
     assert "unbiased variance" in feedback  # the hint for bob's bug
     assert "max abs error" in feedback
     assert "def test_" not in feedback and "student.call" not in feedback
+
+
+def _sources(notebook: Path) -> str:
+    return "\n".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"])
+
+
+def test_feedback_shows_the_pictures_of_failing_checks_and_never_hidden_source(graded_course):
+    course, students, _ = graded_course
+    release = _sources(Assignment(ASSIGNMENT).release_notebook)
+    for student, notebook in {**students, "dave": students["bob"]}.items():
+        feedback = (course.root / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+        # the student's own cells and the release are theirs to see, whatever they share with a suite
+        assert leaked_hidden_source(feedback, ASSIGNMENT, _sources(notebook) + "\n" + release) == [], student
+        pictures = {grade_id: [o for o in outputs if o["output_type"] == "display_data"]
+                    for grade_id, outputs in check_cell_outputs(course.root, student).items()}
+        if student in ("alice", "carol"):  # nothing failed, or nothing came back to draw
+            assert not any(pictures.values()), student
+            assert "data:image/png" not in feedback
+            continue
+        # bob's unbiased variance: where the error sits, in the parts it costs, shown in the feedback
+        assert pictures["layer_norm"] and not pictures["attention"] and not pictures["gradient_experiment"]
+        for picture in (p for shown in pictures.values() for p in shown):
+            png = picture["data"]["image/png"]
+            assert base64.b64decode(png).startswith(b"\x89PNG\r\n\x1a\n")
+            assert f"data:image/png;base64,{png}" in feedback.replace("\n", "")
+            assert "differs from the reference" in "".join(picture["data"]["text/plain"])  # a mismatch
 
 
 def test_test_cells_carry_nbgraders_partial_credit(graded_course):

@@ -14,6 +14,9 @@ missing tanh changes the value by far more (hints are shown when the value match
 Which input amplifies which bug: depth 40 without residuals shrinks the gradient to ~1e-11 (below 1e-6),
 while with residuals it stays above 1 (~27); non-default d_model and seed catch hard-coded defaults and an
 ignored seed.
+
+A failed depth-40 check shows the student's values at depths 1 to 40 against the recipe's curves, with and
+without residuals (14 more calls per setting, made only after a failure).
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import torch
 import torch.nn as nn
 
 from autograder.judging import checks as C
+from autograder.judging import evidence as E
 
 
 def _recipe(n_layers, residual, d_model, seed, dtype=torch.float32, *, x_first=False, loss="sum", tanh=True,
@@ -94,6 +98,35 @@ def _check_value(student, n_layers, residual, d_model=None, seed=None):
     return got
 
 
+CURVE_DEPTHS = (1, 2, 3, 4, 6, 8, 10, 13, 16, 20, 25, 30, 35, 40)  # the submission's points in the picture
+
+
+def _curve_value(student, n_layers, residual):
+    """A point of the picture: None for a value that is not a finite number.  A call that raises ends the
+    picture (C.call fails): a function that raises once would raise at every depth."""
+    value = C.call(student, "input_grad_norm", n_layers, residual)
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = float(value.reshape(()).item())
+    if type(value) not in (float, int) or not math.isfinite(value):
+        return None
+    return float(f"{value:.6g}")
+
+
+def _curves(student):
+    """The evidence of a failed value check: input_grad_norm(n, residual) with the default d_model and seed
+    against the recipe, for depths up to 40, with and without residuals."""
+    depths = tuple(float(n) for n in range(1, 41))
+    series = []
+    for residual in (True, False):
+        label = "with residuals" if residual else "without residuals"
+        recipe = tuple(float(f"{_recipe(int(n), residual, 16, 0, torch.float64):.6g}") for n in depths)
+        mine = tuple(_curve_value(student, n, residual) for n in CURVE_DEPTHS)
+        series += [E.Series(f"recipe, {label}", False, depths, recipe),
+                   E.Series(f"yours, {label}", True, tuple(float(n) for n in CURVE_DEPTHS), mine)]
+    return E.Curves("input_grad_norm(n_layers, residual) with d_model=16, seed=0", "n_layers",
+                    "norm of the input gradient", True, tuple(series))
+
+
 def test_input_grad_norm_returns_python_float(student):
     """input_grad_norm returns a plain Python float (e.g. via .item()), not a tensor or a NumPy number."""
     for residual in (True, False):
@@ -105,26 +138,29 @@ def test_input_grad_norm_returns_python_float(student):
 def test_gradient_vanishes_without_residuals_at_depth_40(student):
     """Without residual connections the input gradient through 40 tanh layers vanishes: input_grad_norm(40,
     False) is below 1e-6 (and not negative, not NaN)."""
-    value = _as_number(C.call(student, "input_grad_norm", 40, False), "input_grad_norm(40, False)")
-    if not (math.isfinite(value) and 0.0 <= value < 1e-6):
-        C.fail(f"input_grad_norm(40, False) = {value:.3g}: without residuals the gradient norm at depth 40 must be "
-               f"below 1e-6 (vanishing gradient). Check that residual=False uses h = tanh(Linear(h)).")
+    with C.evidence_on_failure(lambda: _curves(student)):
+        value = _as_number(C.call(student, "input_grad_norm", 40, False), "input_grad_norm(40, False)")
+        if not (math.isfinite(value) and 0.0 <= value < 1e-6):
+            C.fail(f"input_grad_norm(40, False) = {value:.3g}: without residuals the gradient norm at depth 40 must "
+                   f"be below 1e-6 (vanishing gradient). Check that residual=False uses h = tanh(Linear(h)).")
 
 
 def test_gradient_survives_with_residuals_at_depth_40(student):
     """With residual connections the input gradient through 40 layers does not vanish: input_grad_norm(40,
     True) is above 1."""
-    value = _as_number(C.call(student, "input_grad_norm", 40, True), "input_grad_norm(40, True)")
-    if not (math.isfinite(value) and value > 1.0):
-        C.fail(f"input_grad_norm(40, True) = {value:.3g}: with residuals (h = h + tanh(Linear(h))) the gradient norm "
-               f"at depth 40 must stay above 1.")
+    with C.evidence_on_failure(lambda: _curves(student)):
+        value = _as_number(C.call(student, "input_grad_norm", 40, True), "input_grad_norm(40, True)")
+        if not (math.isfinite(value) and value > 1.0):
+            C.fail(f"input_grad_norm(40, True) = {value:.3g}: with residuals (h = h + tanh(Linear(h))) the gradient "
+                   f"norm at depth 40 must stay above 1.")
 
 
 def test_input_grad_norm_matches_recipe_at_depth_40(student):
     """input_grad_norm(40, residual) with the default d_model=16 and seed=0 equals the recipe recomputed with
     torch (relative error about 1e-4), with and without residuals."""
-    for residual in (False, True):
-        _check_value(student, 40, residual)
+    with C.evidence_on_failure(lambda: _curves(student)):
+        for residual in (False, True):
+            _check_value(student, 40, residual)
 
 
 def test_input_grad_norm_matches_recipe_other_settings(student):

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 from autograder import REPO_ROOT
+from autograder.judging.rubric import RubricError
 
 BEGIN_MARKER = "### BEGIN SOLUTION"
 END_MARKER = "### END SOLUTION"
@@ -54,6 +56,18 @@ def assignment_names(root: Path = REPO_ROOT) -> list[str]:
     """Every assignment of the checkout: the folders of assignments/ that hold a manifest."""
     folder = root / "assignments"
     return sorted(p.name for p in folder.iterdir() if (p / "rubric.toml").is_file()) if folder.is_dir() else []
+
+
+def chosen_assignment(chosen: str | None) -> str:
+    """The assignment a command works on: --assignment, else $AUTOGRADER_ASSIGNMENT, else the checkout's only
+    one.  Raises RubricError (a usage error) when that leaves a choice."""
+    if chosen or os.environ.get("AUTOGRADER_ASSIGNMENT"):
+        return chosen or os.environ["AUTOGRADER_ASSIGNMENT"]
+    names = assignment_names()
+    if len(names) != 1:
+        raise RubricError(f"this checkout has {len(names)} assignments ({', '.join(names) or 'none'}): "
+                          "name one with --assignment or AUTOGRADER_ASSIGNMENT")
+    return names[0]
 
 
 @dataclass(frozen=True)

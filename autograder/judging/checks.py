@@ -6,6 +6,10 @@ values), by how much it was off and, when the output matches a known mistake, a 
 never test source, never full reference values (a single compared number is reported to one significant
 digit of relative error only).  Suites must not use bare `assert` for anything a submission can influence.
 
+A failure can carry evidence for the pictures in feedback (autograder.judging.evidence), computed here from
+the values the submission returned: `assert_close` attaches where the error sits, the causality checks which
+output position depends on which input position, and a suite adds its own with `evidence_on_failure`.
+
 Requests to the submission go through the wrappers here (`call`, `vjp`, `new` and the `Module` wrapper),
 which turn a `StudentError` into a readable failure ("while calling layer_norm(float32[2, 5, 6], ...), your
 code raised ValueError: ...").  `SubmissionBroken` is deliberately left alone: the judge handles it.
@@ -26,8 +30,12 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NoReturn, Sequenc
 
 import pytest
 import torch
+import torch.nn.functional as F
 
+from autograder.judging import evidence
+from autograder.judging.evidence import Figure
 from autograder.judging.submission import ModuleHandle, Opaque, StudentError, Submission
+from autograder.protocol import clean_text
 
 F32_EPS = torch.finfo(torch.float32).eps
 F64_EPS = torch.finfo(torch.float64).eps
@@ -81,13 +89,33 @@ def once(fn: Callable[..., Any]) -> Callable[..., Any]:
     return cached
 
 
-def fail(message: str) -> NoReturn:
+def fail(message: str, figure: Figure | None = None) -> NoReturn:
     """Fail the current test with a student-facing message only: no traceback (pytrace=False) and no chained
     exception context (a failure raised while a StudentError or torch error is being handled would otherwise
-    be printed under "During handling of the above exception ...")."""
+    be printed under "During handling of the above exception ...").  `figure`: the evidence the feedback
+    draws (autograder.judging.evidence), computed here from what the submission returned."""
     failure = pytest.fail.Exception(msg=message, pytrace=False)
     failure.__suppress_context__ = True
+    failure.figure = figure
     raise failure
+
+
+@contextlib.contextmanager
+def evidence_on_failure(build: Callable[[], Figure | None]) -> Iterator[None]:
+    """A failure inside the block that carries no evidence gets `build()`'s, which may ask the submission for
+    more values.  Evidence is a courtesy: when building it fails in any way (the student's code raises, its
+    process dies or runs out of time), the failure stands as it was."""
+    try:
+        yield
+    except pytest.fail.Exception as failure:
+        if getattr(failure, "figure", None) is None:
+            with contextlib.suppress(Exception, pytest.fail.Exception):
+                failure.figure = build()
+        raise
+
+
+def _title(what: str) -> str:
+    return clean_text(what, evidence.MAX_TEXT)
 
 
 # --- deterministic inputs (own generators: independent of the global RNG and of the student's use of it) ---
@@ -485,7 +513,7 @@ def assert_close(actual: Any, expected: torch.Tensor, *, what: str, inputs: str 
             lines.append(f"  Hint: {hint}")
             shown.add(hint)
     lines.extend(f"  Hint: {hint}" for hint in hints if hint not in shown)
-    fail("\n".join(lines))
+    fail("\n".join(lines), error_map(what, a, e, atol, rtol))
 
 
 def is_close(actual: Any, expected: torch.Tensor, *, atol: float, rtol: float = 0.0) -> bool:
@@ -508,6 +536,100 @@ def reference_tolerance(reference: Callable[[torch.dtype], torch.Tensor], dtype:
     if dtype == torch.float64:
         return ref64, factor * err32 * EPS_RATIO + floor_ulps * F64_EPS * scale + 1e-300
     return ref64, factor * err32 + floor_ulps * F32_EPS * scale + 1e-38
+
+
+# --- evidence of a mismatch: where the error sits ------------------------------------------------------------
+
+def _two_significant(value: float) -> float:
+    """Two significant digits are all a colour scale shows, and keep results.json small."""
+    return float(f"{value:.2g}")
+
+
+def error_map(what: str, actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float
+              ) -> evidence.ErrorMap | None:
+    """|actual - expected| / allowed error for each cell (float64 tensors of one shape), as a map of at most
+    MAX_SIDE x MAX_SIDE: worst over the batch (dim 0 of outputs with 3 or more dims), heads and positions as
+    rows, the last dim as columns, each block of a larger map its worst cell.  None for a single number,
+    whose error the message already states."""
+    if actual.numel() <= 1:
+        return None
+    within = _within(actual, expected, atol, rtol)
+    raw = (actual - expected).abs() / (atol + rtol * expected.abs()).clamp_min(1e-300)
+    # within the tolerance, NaN is a NaN matching a NaN: no error at all
+    ratio = torch.where(within, torch.nan_to_num(raw, nan=0.0, posinf=0.0).clamp(max=1.0),
+                        torch.nan_to_num(raw, nan=evidence.MAX_RATIO, posinf=evidence.MAX_RATIO))
+    ratio = ratio.clamp(0, evidence.MAX_RATIO)
+    # a NaN or inf where the reference is finite ranks above every error, so no block maximum hides it
+    ratio = torch.where(~torch.isfinite(actual) & torch.isfinite(expected), math.inf, ratio)
+    shape, groups = tuple(actual.shape), 1
+    rows, columns = "dim -2 (positions)", "last dim (features)"
+    if ratio.dim() == 1:
+        grid, rows, columns = ratio[None], "", "index"
+    elif ratio.dim() == 2:
+        grid = ratio
+    elif ratio.dim() == 3:
+        grid = ratio.amax(dim=0)
+    else:
+        grid = ratio.amax(dim=0).reshape(-1, shape[-1])
+        groups, rows = math.prod(shape[1:-2]), "dims 1 to -2 (heads x positions)"
+    side = evidence.MAX_SIDE
+    if grid.shape[0] > side or grid.shape[1] > side:
+        if grid.shape[0] > side:
+            groups = 1  # pooled blocks straddle the groups
+        grid = F.adaptive_max_pool2d(grid[None, None], (min(grid.shape[0], side), min(grid.shape[1], side)))[0, 0]
+    cells = tuple(tuple(evidence.NON_FINITE if math.isinf(v) else _two_significant(v) for v in row)
+                  for row in grid.tolist())
+    return evidence.ErrorMap(_title(what), shape, rows, columns, groups, cells)
+
+
+# --- evidence of future dependence: which output position depends on which input position ----------------------
+
+def _dependence_row(gradient: Any, seq_in: int) -> str:
+    """One row of a dependence matrix from the gradient of one output position: '1' at the input positions
+    where it is nonzero (NaN counts), '0' elsewhere; '0' everywhere for a missing gradient, and '?' for one
+    that is not a tensor of the input's sequence length."""
+    width = min(seq_in, evidence.MAX_SIDE)
+    if gradient is None:
+        return "0" * width
+    if not isinstance(gradient, torch.Tensor) or gradient.dim() < 2 or gradient.shape[-2] != seq_in:
+        return "?" * width
+    if gradient.numel() == 0:
+        return "0" * width
+    nonzero = (gradient.detach().movedim(-2, 0).reshape(seq_in, -1) != 0).any(dim=1)
+    return "".join("1" if bool(v) else "0" for v in nonzero[:width])
+
+
+def _gradient_dependence(grads: list, inputs: Sequence[torch.Tensor], names: Sequence[str],
+                         must_matter: Sequence[str], seq_out: int, what: str) -> evidence.Dependence:
+    """The first MAX_SIDE output positions against the first MAX_SIDE input positions of each input."""
+    matrices = []
+    for i, x in enumerate(inputs[:evidence.MAX_INPUTS]):
+        rows = []
+        for t in range(min(seq_out, evidence.MAX_SIDE)):
+            per_input = grads[t] if isinstance(grads[t], list) else []
+            rows.append(_dependence_row(per_input[i] if i < len(per_input) else None, x.shape[-2]))
+        matrices.append(tuple(rows))
+    shown = tuple(names[:evidence.MAX_INPUTS])
+    return evidence.Dependence(_title(what), "gradient", tuple(clean_text(n, 40) for n in shown),
+                               tuple(n in must_matter for n in shown), tuple(matrices))
+
+
+def _perturbation_dependence(base: torch.Tensor, moved: Callable[[int, float], Any], what: str
+                             ) -> evidence.Dependence:
+    """Column j says which output positions changed when the inputs moved at every position >= j (both
+    directions); column 0 is never measured.  A request that fails leaves its column and the rest unmeasured
+    (a process that died is not restarted for a picture): evidence never turns into another verdict."""
+    width = min(base.shape[-2], evidence.MAX_SIDE)
+    columns = ["?" * width] * width
+    for j in range(1, width):
+        try:
+            outs = [moved(j - 1, sign) for sign in (1.0, -1.0)]
+        except (Exception, pytest.fail.Exception):
+            break
+        columns[j] = "".join("1" if any(not torch.equal(out[..., p, :], base[..., p, :]) for out in outs) else "0"
+                             for p in range(width))
+    rows = tuple("".join(column[p] for column in columns) for p in range(width))
+    return evidence.Dependence(_title(what), "perturbation", ("every input",), (False,), (rows,))
 
 
 # --- causality (exact zero future dependence) ---------------------------------------------------------------
@@ -537,13 +659,17 @@ def check_causal_jacobian(vjp_fn: Callable[[list[torch.Tensor]], list[list[torch
     if not isinstance(grads, list) or len(grads) != len(cots):
         fail(f"{what}: could not back-propagate through your code (no gradients came back)")
     seq = out_shape[-2]
+
+    def dependence() -> evidence.Dependence:
+        return _gradient_dependence(grads, inputs, names, must_matter, seq, what)
+
     for t in range(seq):
         for i, name in enumerate(names):
             g = grads[t][i] if i < len(grads[t]) else None
             if g is None:
                 if name in must_matter:
                     fail(f"{what}: output position {t} does not depend on input `{name}` at all (its gradient "
-                         f"is missing; is the computation detached from the input?)")
+                         f"is missing; is the computation detached from the input?)", dependence())
                 continue
             seq_in = inputs[i].shape[-2]
             leak = [j for j in range(t + 1, seq_in) if bool((g[..., j, :] != 0).any())]
@@ -551,13 +677,13 @@ def check_causal_jacobian(vjp_fn: Callable[[list[torch.Tensor]], list[list[torch
                 mag = max(float(g[..., j, :].abs().max()) for j in leak)
                 fail(f"{what}: output position {t} depends on future position(s) {leak} of `{name}` "
                      f"(gradient up to {mag:.3g}; it must be exactly 0). The causal mask must block every key "
-                     f"j > t before the softmax.")
+                     f"j > t before the softmax.", dependence())
             if name in must_matter:
                 dead = [j for j in range(min(t + 1, seq_in)) if not bool((g[..., j, :] != 0).any())]
                 if dead:
                     fail(f"{what}: output position {t} ignores input position(s) {dead} of `{name}` (gradient "
                          f"exactly 0), but every position j <= t must be attended to. Is the mask too strict "
-                         f"(e.g. excluding the diagonal)?")
+                         f"(e.g. excluding the diagonal)?", dependence())
 
 
 def check_causal_perturbation(forward: Callable[[list[torch.Tensor]], Any], inputs: Sequence[torch.Tensor],
@@ -566,20 +692,24 @@ def check_causal_perturbation(forward: Callable[[list[torch.Tensor]], Any], inpu
     bit-identical."""
     base = expect_tensor(forward(list(inputs)), what=what, dtype=inputs[0].dtype)
     seq = base.shape[-2]
+
+    def moved_output(t: int, sign: float) -> torch.Tensor:
+        moved = []
+        for i, x in enumerate(inputs):
+            r = randn(*x.shape, seed=seed + 101 * t + i, dtype=x.dtype)
+            y = x.clone()
+            y[..., t + 1:, :] += sign * h * r[..., t + 1:, :]
+            moved.append(y)
+        return expect_tensor(forward(moved), what=what, shape=base.shape, dtype=base.dtype)
+
     for t in range(seq - 1):
         for sign in (1.0, -1.0):
-            moved = []
-            for i, x in enumerate(inputs):
-                r = randn(*x.shape, seed=seed + 101 * t + i, dtype=x.dtype)
-                y = x.clone()
-                y[..., t + 1:, :] += sign * h * r[..., t + 1:, :]
-                moved.append(y)
-            out = expect_tensor(forward(moved), what=what, shape=base.shape, dtype=base.dtype)
+            out = moved_output(t, sign)
             if not torch.equal(out[..., :t + 1, :], base[..., :t + 1, :]):
                 changed = [p for p in range(t + 1) if not torch.equal(out[..., p, :], base[..., p, :])]
                 fail(f"{what}: changing the input at positions > {t} (by {'+' if sign > 0 else '-'}{h} times a "
                      f"random direction) changed the output at position(s) {changed}; with a causal mask they "
-                     f"must stay bit-identical.")
+                     f"must stay bit-identical.", _perturbation_dependence(base, moved_output, what))
 
 
 def check_depends_on_future(forward: Callable[[list[torch.Tensor]], Any], inputs: Sequence[torch.Tensor],

@@ -32,6 +32,7 @@ from _pytest.config import ConftestImportFailure, _prepareconfig
 from _pytest.pathlib import CouldNotResolvePathError, module_name_from_path, resolve_pkg_root_and_module_name
 
 from autograder.interrupts import JudgingInterrupted, interruption
+from autograder.judging.evidence import FIGURE_TYPES, Figure
 from autograder.judging.submission import StudentError, Submission, SubmissionBroken
 
 NOT_RUN = "not run: judging stopped before this check"
@@ -56,6 +57,7 @@ class Outcome:
     passed: bool
     message: str      # student-facing: what was compared and what went wrong
     forbidden: tuple[str, ...] = ()
+    figure: Figure | None = None  # evidence a failing check attached (autograder.judging.checks.fail)
 
 
 class SuiteError(Exception):
@@ -73,6 +75,14 @@ def _message(excinfo: Any) -> str:
     # a suite bug or an unexpected value: say what, not where (the traceback would show hidden source)
     first_line = str(exc).split("\n", 1)[0][:300]
     return f"check failed ({type(exc).__name__}{': ' + first_line if first_line else ''})"
+
+
+def _figure(excinfo: Any) -> Figure | None:
+    """The evidence on a failure raised by the suites' `fail`: an attribute only trusted code sets, since
+    nothing from the submission's process ever arrives as an exception object."""
+    exc = excinfo.value
+    figure = getattr(exc, "figure", None) if isinstance(exc, pytest.fail.Exception) else None
+    return figure if isinstance(figure, FIGURE_TYPES) else None
 
 
 def part_name(module: str) -> str:
@@ -124,10 +134,12 @@ class _Collector:
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             forbidden = tuple(sorted(self.student().take_forbidden()))
             passed = report.outcome == "passed"
-            message = "" if passed or call.excinfo is None else _message(call.excinfo)
+            failure = None if passed else call.excinfo
+            message = "" if failure is None else _message(failure)
+            figure = None if failure is None else _figure(failure)
             if report.outcome == "skipped":  # a skipped check would be a free point or a lost one: neither
-                passed, message = False, "check was skipped"
-            self.outcomes[item.nodeid] = Outcome(item.path.stem, item.name, passed, message, forbidden)
+                passed, message, figure = False, "check was skipped", None
+            self.outcomes[item.nodeid] = Outcome(item.path.stem, item.name, passed, message, forbidden, figure)
         return report
 
     def pytest_collectreport(self, report: Any) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from autograder import REPO_ROOT
 
 from autograder.host.source_cells import code_text
+from autograder.judging.evidence import MAX_FIGURES, Figure
 
 if TYPE_CHECKING:  # the judge imports pytest and torch; scoring needs neither
     from autograder.judging.judge import Outcome
@@ -160,6 +161,7 @@ class TestScore:
     max_score: float
     passed: bool
     message: str
+    figure: Figure | None = None  # what a failed check saw, for the pictures in feedback
 
 
 @dataclass
@@ -178,6 +180,7 @@ class PartScore:
 
 def score(rubric: Rubric, outcomes: list[Outcome]) -> list[PartScore]:
     results = []
+    figures = 0  # a grade carries at most MAX_FIGURES, the first ones in the suites' order
     for part in rubric.parts:
         mine = [o for o in outcomes if o.module == Path(part.suite).stem]
         weight = {o.name: part.weights.get(o.name.split("[", 1)[0], 1.0) for o in mine}
@@ -195,6 +198,8 @@ def score(rubric: Rubric, outcomes: list[Outcome]) -> list[PartScore]:
             if passed and not behaviour_works and o.name.split("[", 1)[0] in part.structural:
                 passed, message = False, STRUCTURE_ALONE
             earned = share if passed and not forbidden else 0.0
-            tests.append(TestScore(part.name, o.name, earned, share, passed, message))
+            figure = o.figure if not passed and figures < MAX_FIGURES else None
+            figures += figure is not None
+            tests.append(TestScore(part.name, o.name, earned, share, passed, message, figure))
         results.append(PartScore(part, sum(t.score for t in tests), tests, forbidden))
     return results

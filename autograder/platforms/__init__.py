@@ -7,6 +7,8 @@ import importlib
 from types import ModuleType
 
 EXPORTERS = {
+    "github-classroom": "autograder.platforms.github_classroom",
+    "gradescope": "autograder.platforms.gradescope",
 }
 
 

@@ -2,13 +2,15 @@
 
 results.json carries, besides Gradescope's fields, the key of the grade (the file's sha256, the graded cells'
 sha256 and the assignment's fingerprint, see autograder.judging.fingerprint) and the exact verdicts: every test's
-unrounded score and its whole message, the cell errors the summary lists and the loading failure.  With
-them `from_gradescope` rebuilds a GradeResult that renders exactly as the original (Gradescope's rounded
-scores and clipped texts could not), so nbgrader can reuse a grade made by grade-all.
+unrounded score, its whole message and the evidence its pictures are drawn from (autograder.judging.evidence),
+the cell errors the summary lists and the loading failure.  With them `from_gradescope` rebuilds a GradeResult
+that renders exactly as the original (Gradescope's rounded scores and clipped texts could not), so nbgrader
+can reuse a grade made by grade-all, and feedback pages can be drawn from stored results.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
@@ -17,9 +19,10 @@ from typing import Any
 
 from autograder.protocol import UNISOLATED, clean_text
 from autograder.result import GradeResult, LoadReport
+from autograder.judging import evidence
 from autograder.judging.rubric import PartScore, Rubric, TestScore
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: each test's evidence
 SUMMARY_CELL_ERRORS = 20  # what the summary lists, so all that a result needs to keep
 MAX_OUTPUT_CHARS = 4000
 MAX_LINE_CHARS = 500
@@ -80,7 +83,6 @@ def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_finger
     return {
         "score": result.score,
         "max_score": _round(result.max_score),
-        "execution_time": round(result.seconds, 2),
         "output": fenced(summary(result)[:MAX_OUTPUT_CHARS]),
         "output_format": "md",
         "visibility": visibility,
@@ -127,7 +129,8 @@ def _exact_verdicts(part: PartScore) -> dict[str, Any]:
     for test in part.tests:
         message = message_text(test.message)
         tests.append([test.name, test.score, test.max_score, test.passed,
-                      None if message == _output(part, test) else message])
+                      None if message == _output(part, test) else message,
+                      None if test.figure is None else evidence.to_json(test.figure)])
     return {"exact_score": part.score, "tests": tests}
 
 
@@ -147,7 +150,7 @@ def _check(condition: bool, what: str) -> None:
 
 
 def _is_number(value: object) -> bool:
-    return type(value) in (int, float)
+    return type(value) is int or (type(value) is float and math.isfinite(value))
 
 
 def _is_texts(value: object) -> bool:
@@ -155,14 +158,20 @@ def _is_texts(value: object) -> bool:
 
 
 def _test(part: str, stored: object, outputs: dict[str, Any]) -> TestScore:
-    _check(isinstance(stored, list) and len(stored) == 5 and isinstance(stored[0], str) and _is_number(stored[1])
+    _check(isinstance(stored, list) and len(stored) == 6 and isinstance(stored[0], str) and _is_number(stored[1])
            and _is_number(stored[2]) and type(stored[3]) is bool and isinstance(stored[4], (str, type(None))),
-           f"a test of part {part} is not [name, score, max_score, passed, message]")
-    name, score, max_score, passed, message = stored
+           f"a test of part {part} is not [name, score, max_score, passed, message, evidence]")
+    name, score, max_score, passed, message, figure = stored
     if message is None:  # the message is the test's Gradescope output
         message = outputs.get(f"{part}: {name}")
         _check(isinstance(message, str), f"test {part}: {name} has no output")
-    return TestScore(part, name, score, max_score, passed, message)
+    if figure is not None:
+        _check(not passed, f"test {part}: {name} passed, yet carries evidence of a failure")
+        try:
+            figure = evidence.from_json(figure)
+        except evidence.EvidenceError as exc:
+            raise NotAResult(f"the evidence of test {part}: {name} is malformed ({exc})") from None
+    return TestScore(part, name, score, max_score, passed, message, figure)
 
 
 def from_gradescope(data: Any, rubric: Rubric) -> GradeResult:
@@ -186,6 +195,8 @@ def from_gradescope(data: Any, rubric: Rubric) -> GradeResult:
                f"part {part.name} has no exact_score, tests or forbidden_ops")
         tests = [_test(part.name, t, outputs) for t in stored["tests"]]
         parts.append(PartScore(part, stored["exact_score"], tests, tuple(stored["forbidden_ops"])))
+    _check(sum(t.figure is not None for p in parts for t in p.tests) <= evidence.MAX_FIGURES,
+           f"more than {evidence.MAX_FIGURES} tests carry evidence")
     _check(_is_texts(extra.get("notices")), "notices are not a list of texts")
     _check(all(isinstance(extra.get(k), str) for k in ("submission", "submission_sha256", "unreadable",
                                                        "load_failure")),
@@ -200,14 +211,26 @@ def from_gradescope(data: Any, rubric: Rubric) -> GradeResult:
                        unreadable=extra["unreadable"])
 
 
+def read_result(path: Path, rubric: Rubric) -> GradeResult:
+    """The GradeResult stored in the results.json at `path`; NotAResult when it cannot be read as one."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise NotAResult(f"{path.name} cannot be read ({type(exc).__name__})") from None
+    return from_gradescope(data, rubric)
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
     """Readers see the old file or the new one, never half of one; a crash leaves no partial file."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # other students' results are nobody's business
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-            handle.write("\n")
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

@@ -1,0 +1,141 @@
+"""One Gradescope submission, graded: what the autograder zip's run_autograder runs (autograder/platforms/
+gradescope.py builds the zip).
+
+    python -m autograder.platforms.gradescope_run --root /autograder --assignment NAME --visibility WHEN
+        [--allow-unisolated]
+
+Gradescope puts the student's files in ROOT/submission and reads ROOT/results/results.json.  The notebook graded
+is the one named like the assignment, else the only notebook handed in.  Anything else (no notebook, several, a
+symbolic link) is a score of 0 whose output says what was found; so is a machine that refuses the sandbox,
+unless the zip was built with --allow-unisolated (the kit's policy: never grade without isolation unless told
+to, and then say so in every result).  A run stopped by SIGTERM writes nothing, like `grade`; run_autograder
+then writes a result that says so.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from autograder.host.limits import Limits
+from autograder.host.sandbox import Zygote, isolation_refused
+from autograder.interrupts import JudgingInterrupted, interruption, raise_terminated
+from autograder.judging.fingerprint import assignment_fingerprint
+from autograder.judging.rubric import Rubric, load_rubric
+from autograder.protocol import clean_text
+from autograder.reports.results import VISIBILITIES, fenced, gradescope, summary, write_json_atomic
+
+LISTED_FILES = 10  # names a "not graded" message quotes from the submission
+
+
+def _shown(path: Path, folder: Path) -> str:
+    """A submitted file's name as a message may quote it: the student chose it."""
+    return clean_text(path.relative_to(folder).as_posix(), 200).replace("\n", " ")
+
+
+def _listing(paths: list[Path], folder: Path) -> str:
+    names = [_shown(p, folder) for p in paths[:LISTED_FILES]]
+    more = len(paths) - len(names)
+    return ", ".join(names) + (f" and {more} more" if more else "")
+
+
+def submitted_files(folder: Path) -> list[Path]:
+    """Every file handed in, in a stable order; hidden folders (.ipynb_checkpoints, .git) are not looked in, and
+    symbolic links to folders are not followed."""
+    found = []
+    for where, folders, files in os.walk(folder):
+        folders[:] = sorted(f for f in folders if not f.startswith("."))
+        found += [Path(where) / f for f in sorted(files) if not f.startswith(".")]
+    return found
+
+
+def choose_notebook(folder: Path, assignment: str) -> tuple[Path | None, str]:
+    """(the notebook to grade, "") or (None, why none can be: what was handed in)."""
+    files = submitted_files(folder)
+    notebooks = [p for p in files if p.suffix == ".ipynb"]
+    named = [p for p in notebooks if p.name == f"{assignment}.ipynb"]
+    if len(named) > 1:
+        return None, f"several notebooks are named {assignment}.ipynb ({_listing(named, folder)}); hand in one"
+    chosen = named or notebooks
+    if not chosen:
+        held = f"it holds {_listing(files, folder)}" if files else "it is empty"
+        return None, f"no notebook (.ipynb) was handed in: {held}. Hand in {assignment}.ipynb"
+    if len(chosen) > 1:
+        return None, (f"{len(chosen)} notebooks were handed in ({_listing(chosen, folder)}) and none is named "
+                      f"{assignment}.ipynb; hand in that one only")
+    if chosen[0].is_symlink():  # it could name a file of the grader's, such as a hidden suite
+        return None, f"{_shown(chosen[0], folder)} is a symbolic link, not a notebook"
+    return chosen[0], ""
+
+
+def not_graded(rubric: Rubric, reason: str, seconds: float, visibility: str) -> dict[str, Any]:
+    """results.json for a submission that was not graded: 0 points, and why."""
+    return {"score": 0, "max_score": rubric.max_score, "execution_time": round(seconds, 2),
+            "output": fenced(f"Not graded: {reason}"), "output_format": "md", "visibility": visibility,
+            "stdout_visibility": "hidden", "tests": [],
+            "extra_data": {"assignment": rubric.assignment, "not_graded": reason}}
+
+
+def grade(notebook: Path, rubric: Rubric, limits: Limits, visibility: str) -> dict[str, Any]:
+    """Grades `notebook` in the sandbox; prints the summary (for the instructor's log) and returns results.json.
+    Raises JudgingInterrupted when stopped before the grade was complete."""
+    fingerprint = assignment_fingerprint(rubric, limits)  # before grading: the suites the judge will read
+    Zygote.shared()  # the zygote imports torch while this process imports the judge
+    from autograder.grading import grade_file
+
+    result = grade_file(notebook, rubric, limits)
+    print(summary(result))
+    report = gradescope(result, cells_sha256=result.cells_sha256, assignment_fingerprint=fingerprint,
+                        visibility=visibility)
+    # Gradescope shows it; the kit's own results.json leaves it out, so that a regrade gives the same bytes
+    return {**report, "execution_time": round(result.seconds, 2)}
+
+
+def run(root: Path, assignment: str, visibility: str, allow_unisolated: bool) -> dict[str, Any]:
+    started = time.monotonic()
+    rubric = load_rubric(assignment)
+    notebook, problem = choose_notebook(root / "submission", rubric.assignment)
+    refused = isolation_refused() if notebook else None
+    if refused and not allow_unisolated:
+        print(f"this machine allows no sandbox ({refused}); the zip was built without --allow-unisolated, so "
+              "nothing is graded")
+        problem = ("the grading machine allows no sandbox, and this autograder runs no submission without one. "
+                   "Nothing of your notebook was run; your instructor can see why in the autograder log")
+    if problem:
+        print(f"Not graded: {problem}")
+        return not_graded(rubric, problem, time.monotonic() - started, visibility)
+    if refused:
+        print(f"this machine allows no sandbox ({refused}): grading WITHOUT isolation, as --allow-unisolated asked")
+    print(f"grading {notebook}")
+    return grade(notebook, rubric, Limits(isolate=not refused), visibility)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder.platforms.gradescope_run", description=__doc__)
+    parser.add_argument("--root", type=Path, default=Path("/autograder"),
+                        help="Gradescope's folder, holding submission/ and results/ (default: /autograder)")
+    parser.add_argument("--assignment", required=True)
+    parser.add_argument("--visibility", choices=VISIBILITIES, default="visible")
+    parser.add_argument("--allow-unisolated", action="store_true",
+                        help="grade without the sandbox where this machine refuses one (every result says so)")
+    args = parser.parse_args(argv)
+    # SIGTERM (run_autograder's time limit) stops grading the way Ctrl-C does: the sandbox is closed, no grade
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        report = run(args.root, args.assignment, args.visibility, args.allow_unisolated)
+    except (JudgingInterrupted, KeyboardInterrupt) as exc:
+        stopped = exc if isinstance(exc, JudgingInterrupted) else interruption(exc)
+        print(f"{parser.prog}: {stopped}; no grade written", file=sys.stderr)
+        return stopped.exit_code
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    write_json_atomic(args.root / "results" / "results.json", report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

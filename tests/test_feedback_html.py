@@ -1,0 +1,440 @@
+"""Feedback pages and their pictures: the evidence failing checks attach, carried through results.json (and
+refused when forged), drawn into self-contained pages that escape everything a submission wrote; then three
+real one-bug submissions graded through the command line with --html, and grade-all --html over them."""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import io
+import json
+import math
+import re
+import shutil
+import time
+from pathlib import Path
+
+import nbformat
+import PIL.Image
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from nbgrader.utils import determine_grade
+
+from autograder.authoring.assignment import Assignment
+from autograder.authoring.catalogue import load as load_catalogue
+from autograder.judging import checks, evidence
+from autograder.judging.evidence import Curves, Dependence, ErrorMap, Series
+from autograder.judging.judge import Outcome
+from autograder.judging.rubric import PartScore, load_rubric, score
+from autograder.judging.rubric import TestScore as Score  # not collected as a test class
+from autograder.nbgrader_plugin import write_verdicts
+from autograder.protocol import UNISOLATED
+from autograder.reports import html
+from autograder.reports.results import NotAResult, from_gradescope, gradescope, read_result
+from autograder.result import GradeResult
+from conftest import ASSIGNMENT, leaked_hidden_source, run_cli
+
+RUBRIC = load_rubric(ASSIGNMENT)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+DATA_PNG = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
+
+CAUSAL = Dependence("attention with a causal mask", "gradient", ("q", "v"), (False, True),
+                    (("10000", "01000", "00100", "00010", "00001"), ("11111", "11000", "11100", "11110", "11111")))
+MISMATCH = ErrorMap("layer_norm output", (2, 5, 6), "dim -2 (positions)", "last dim (features)", 1,
+                    tuple(tuple(0.5 if c < 3 else 12.0 for c in range(6)) for _ in range(4)) + ((-1.0,) * 6,))
+CURVES = Curves("input_grad_norm", "n_layers", "norm", True,
+                (Series("recipe", False, (1.0, 2.0, 3.0), (1.0, 0.1, 0.01)),
+                 Series("yours", True, (1.0, 3.0), (1.0, None))))
+FIGURES = {"layer_norm": MISMATCH, "attention": CAUSAL, "gradient_experiment": CURVES}
+
+
+def result_with(figures: dict[str, evidence.Figure], message: str = "max abs error 0.5\n  Hint: look here",
+                name: str = "test_check", submission: str = "alice.ipynb") -> GradeResult:
+    """Every part of the rubric: one passing check, and one failing check carrying the part's figure."""
+    parts = []
+    for part in RUBRIC.parts:
+        share = part.points / 2
+        tests = [Score(part.name, "test_passes", share, share, True, ""),
+                 Score(part.name, name, 0.0, share, False, message, figures.get(part.name))]
+        parts.append(PartScore(part, share, tests, ()))
+    return GradeResult(submission, "ab" * 32, RUBRIC.assignment, parts, RUBRIC.max_score)
+
+
+def stored(result: GradeResult) -> dict:
+    """results.json as a file holds it (NaN written as JSON's NaN, as json.dump would)."""
+    return json.loads(json.dumps(gradescope(result, cells_sha256="c" * 64, assignment_fingerprint="f" * 64)))
+
+
+def pngs(page: str) -> list[bytes]:
+    return [base64.b64decode(data) for data in DATA_PNG.findall(page)]
+
+
+def notebook_outputs(result: GradeResult) -> list:
+    notebook = nbformat.read(str(Assignment(ASSIGNMENT).release_notebook), as_version=4)
+    write_verdicts(notebook, result)
+    return [cell for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("grade")
+            and cell.cell_type == "code"]
+
+
+# --- evidence through results.json ------------------------------------------------------------------------
+
+def test_evidence_round_trips_through_results_json_and_draws_the_same_page():
+    fresh = result_with(FIGURES)
+    again = from_gradescope(stored(fresh), RUBRIC)
+    assert [t.figure for p in again.parts for t in p.tests] == [t.figure for p in fresh.parts for t in p.tests]
+    assert sum(t.figure is not None for p in again.parts for t in p.tests) == 3
+    assert html.student_page(again) == html.student_page(fresh)
+    assert notebook_outputs(again) == notebook_outputs(fresh)
+
+
+def _figure_json(data: dict, part: str) -> dict:
+    return data["extra_data"]["parts"][part]["tests"][1][5]
+
+
+def _set(path: tuple, value: object):
+    def change(data: dict) -> None:
+        *outer, last = path
+        holder = _figure_json(data, {"c": "attention", "m": "layer_norm", "g": "gradient_experiment"}[outer[0]])
+        for key in outer[1:]:
+            holder = holder[key]
+        holder[last] = value
+    return change
+
+
+def _many_figures(data: dict) -> None:
+    """More tests carrying evidence than a grade may have."""
+    tests = data["extra_data"]["parts"]["layer_norm"]["tests"]
+    for i in range(evidence.MAX_FIGURES):
+        tests.append([f"test_extra_{i}", 0.0, 0.0, False, "extra", evidence.to_json(MISMATCH)])
+
+
+def _on_passed_test(data: dict) -> None:
+    data["extra_data"]["parts"]["layer_norm"]["tests"][0][5] = evidence.to_json(MISMATCH)
+
+
+FORGERIES = {
+    "ratio-as-text": _set(("m", "ratio", 0, 0), "1.0"),
+    "ratio-nan": _set(("m", "ratio", 0, 0), math.nan),
+    "ratio-infinite": _set(("m", "ratio", 0, 0), math.inf),
+    "ratio-negative": _set(("m", "ratio", 0, 0), -2.0),
+    "ratio-huge": _set(("m", "ratio", 0, 0), 1e300),
+    "ratio-int": _set(("m", "ratio", 0, 0), 1),
+    "map-too-tall": _set(("m", "ratio"), [[0.5]] * (evidence.MAX_SIDE + 1)),
+    "map-too-wide": _set(("m", "ratio"), [[0.5] * (evidence.MAX_SIDE + 1)]),
+    "map-million": _set(("m", "ratio"), [[0.5] * 1000] * 1000),
+    "map-ragged": _set(("m", "ratio"), [[0.5, 0.5], [0.5]]),
+    "map-empty": _set(("m", "ratio"), []),
+    "groups-bool": _set(("m", "groups"), True),
+    "groups-not-dividing": _set(("m", "groups"), 2),
+    "shape-negative": _set(("m", "shape"), [-1, 5]),
+    "causal-symbol": _set(("c", "matrices", 0, 0), "10x00"),
+    "causal-row-too-long": _set(("c", "matrices", 0, 0), "1" * (evidence.MAX_SIDE + 1)),
+    "causal-too-many-inputs": _set(("c", "inputs"), ["a", "b", "c", "d", "e"]),
+    "causal-required-length": _set(("c", "required"), [True]),
+    "causal-method": _set(("c", "method"), "guessed"),
+    "causal-name-not-text": _set(("c", "inputs", 0), 7),
+    "curve-too-long": _set(("g", "series", 0, "x"), [1.0] * (evidence.MAX_POINTS + 1)),
+    "curve-nan": _set(("g", "series", 0, "y", 0), math.nan),
+    "curve-x-text": _set(("g", "series", 0, "x", 0), "1"),
+    "curve-lengths": _set(("g", "series", 1, "y"), [1.0]),
+    "too-many-series": _set(("g", "series"), [evidence.to_json(CURVES)["series"][0]] * (evidence.MAX_SERIES + 1)),
+    "title-too-long": _set(("g", "title"), "t" * (evidence.MAX_TEXT + 1)),
+    "unknown-kind": _set(("g", "kind"), "script"),
+    "extra-field": _set(("g", "onload"), "alert(1)"),
+    "not-an-object": lambda data: data["extra_data"]["parts"]["layer_norm"]["tests"][1].__setitem__(5, [1, 2]),
+    "five-fields": lambda data: data["extra_data"]["parts"]["layer_norm"]["tests"][1].pop(),
+    "on-a-passed-test": _on_passed_test,
+    "score-nan": lambda data: data["extra_data"]["parts"]["layer_norm"].__setitem__("exact_score", math.nan),
+    "too-many-figures": _many_figures,
+}
+
+
+@pytest.mark.parametrize("forge", FORGERIES.values(), ids=FORGERIES.keys())
+def test_forged_evidence_is_refused(forge):
+    data = stored(result_with(FIGURES))
+    forge(data)
+    data = json.loads(json.dumps(data))  # NaN and Infinity through JSON text, as a forged file holds them
+    with pytest.raises(NotAResult):
+        from_gradescope(data, RUBRIC)
+
+
+scalars = (st.none() | st.booleans() | st.integers() | st.integers(min_value=-10 ** 400, max_value=10 ** 400)
+           | st.floats() | st.text(max_size=5) | st.sampled_from(["causal", "mismatch", "curves", "01?"]))
+json_values = st.recursive(scalars, lambda children: st.lists(children, max_size=4)
+                           | st.dictionaries(st.text(max_size=8), children, max_size=6), max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(kind=st.sampled_from(["causal", "mismatch", "curves"]), fields=st.dictionaries(
+    st.sampled_from(["title", "method", "inputs", "required", "matrices", "shape", "rows", "columns", "groups",
+                     "ratio", "x_label", "y_label", "log_y", "series"]), json_values))
+def test_whatever_evidence_a_file_holds_it_is_read_or_refused(kind, fields):
+    """Any JSON where evidence belongs: a record, or EvidenceError (which from_gradescope makes NotAResult),
+    never another exception."""
+    real = evidence.to_json({"causal": CAUSAL, "mismatch": MISMATCH, "curves": CURVES}[kind])
+    try:
+        evidence.from_json({**real, **fields})
+    except evidence.EvidenceError:
+        pass
+
+
+# --- the page ---------------------------------------------------------------------------------------------
+
+HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)><a href="https://evil.example/">'
+
+
+def test_hostile_text_is_escaped_and_huge_text_clipped():
+    result = result_with(FIGURES, message=HOSTILE + "\n  Hint: " + HOSTILE + "x" * 1_000_000,
+                         name=HOSTILE * 1000, submission=HOSTILE + ".ipynb")
+    result.load.notices = [f"{UNISOLATED}: {HOSTILE}"]
+    result.load.failure = HOSTILE
+    result.load.cell_errors = [{"cell": HOSTILE, "type": HOSTILE, "message": HOSTILE * 100}]
+    again = from_gradescope(stored(result), RUBRIC)  # as a page drawn later from the stored result sees it
+    for page in (html.student_page(result), html.student_page(again),
+                 html.class_index(ASSIGNMENT, [(HOSTILE, result), ("bob", again)])):
+        lowered = page.lower()
+        assert "<script" not in lowered and "<img src=x" not in lowered and "<a href=\"https" not in lowered
+        assert "&lt;script&gt;" in page  # shown, as text
+        assert len(page) < 1_000_000  # 5 checks of at most 20 000 characters each, names clipped, pictures
+    assert html.student_page(again) == html.student_page(result)
+
+
+EXTERNAL = re.compile(r"""(?:src|href|action|srcset)\s*=\s*["']?\s*(?:https?:|//)""", re.IGNORECASE)
+
+
+def test_pages_are_self_contained_phone_sized_and_their_images_png():
+    result = result_with(FIGURES)
+    pages = {"student": html.student_page(result), "index": html.class_index(ASSIGNMENT, [("ann", result)])}
+    for name, page in pages.items():
+        assert not EXTERNAL.search(page) and "http://" not in page and "https://" not in page, name
+        assert "<script" not in page and "<link" not in page and "url(" not in page, name
+        assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
+        assert "Content-Security-Policy" in page and "default-src 'none'" in page
+        images = pngs(page)
+        assert images and all(image.startswith(PNG_SIGNATURE) for image in images), name
+        for image in images:
+            with PIL.Image.open(io.BytesIO(image)) as decoded:
+                decoded.verify()
+    # one picture per failing check that carries evidence, with its hint apart from its message
+    assert len(pngs(pages["student"])) == 3
+    assert '<p class="hint"><strong>Hint:</strong> look here</p>' in pages["student"]
+    assert 'href="students/ann.html"' in pages["index"]
+
+
+def test_the_class_index_counts_failures_per_check_and_links_each_student():
+    clean = result_with({})
+    for part in clean.parts:
+        part.tests[1] = dataclasses.replace(part.tests[1], passed=True, score=part.tests[1].max_score,
+                                            message="")
+        part.score = part.part.points
+    results = [("ann", result_with(FIGURES)), ("b&b/..", result_with({})), ("cy", clean)]
+    page = html.class_index(ASSIGNMENT, results)
+    assert "3 submissions" in page and len(pngs(page)) == 1  # the distribution
+    failed = re.findall(r"<tr><td>(test_\w+)</td><td class='num'>(\d+) of 3</td></tr>", page)
+    assert sorted(set(failed)) == [("test_check", "2"), ("test_passes", "0")]
+    assert 'href="students/b%2526b%252F...html"' in page and "b&amp;b/.." in page
+    assert html.page_file("b&b/..") == "b%26b%2F...html" and "/" not in html.page_file("/" * 300)
+
+
+def test_same_evidence_is_drawn_once_per_page_and_cell():
+    result = result_with({"gradient_experiment": CURVES})
+    part = next(p for p in result.parts if p.part.name == "gradient_experiment")
+    part.tests.append(Score(part.part.name, "test_also", 0.0, 1.0, False, "off", CURVES))
+    assert len(pngs(html.student_page(result))) == 1
+    cell = next(c for c in notebook_outputs(result) if c.metadata.nbgrader.grade_id == "gradient_experiment")
+    assert [o.output_type for o in cell.outputs].count("display_data") == 1
+
+
+def test_nbgrader_cells_keep_their_grade_and_add_the_pictures():
+    result = result_with(FIGURES)
+    for cell in notebook_outputs(result):
+        pictures = [o for o in cell.outputs if o.output_type == "display_data"]
+        part = next(p for p in result.parts if p.part.name == cell.metadata.nbgrader.grade_id)
+        assert len(pictures) == (part.part.name in FIGURES)
+        for picture in pictures:
+            assert base64.b64decode(picture.data["image/png"]).startswith(PNG_SIGNATURE)
+            assert picture.data["text/plain"].startswith("test_check: ")
+        points = float(cell.metadata.nbgrader.points)
+        assert determine_grade(cell)[0] == pytest.approx(points / 2)  # partial credit, pictures or not
+        assert cell.outputs[0].output_type == "execute_result"
+
+
+def test_a_grade_keeps_at_most_max_figures_the_first_in_the_suites_order():
+    part = RUBRIC.parts[0]
+    suite = Path(part.suite).stem
+    outcomes = [Outcome(suite, f"test_{i}", False, "off", (), MISMATCH) for i in range(evidence.MAX_FIGURES + 5)]
+    outcomes.append(Outcome(suite, "test_passes", True, "", (), MISMATCH))  # a check that passed shows nothing
+    tests = score(RUBRIC, outcomes)[0].tests
+    assert [t.figure is not None for t in tests] == [True] * evidence.MAX_FIGURES + [False] * 6
+
+
+# --- what the checks attach --------------------------------------------------------------------------------
+
+def test_a_mismatch_map_is_bounded_and_marks_nan():
+    expected = torch.zeros(3, 4, 100, 200, dtype=torch.float64)
+    actual = expected.clone()
+    actual[1, 2, 50, 150] = 1.0
+    actual[0, 0, 0, 0] = math.nan
+    with pytest.raises(pytest.fail.Exception) as failed:
+        checks.assert_close(actual, expected, what="x", inputs="x", atol=1e-3)
+    figure = failed.value.figure
+    assert isinstance(figure, ErrorMap) and figure.shape == (3, 4, 100, 200)
+    assert len(figure.ratio) == evidence.MAX_SIDE and len(figure.ratio[0]) == evidence.MAX_SIDE
+    assert figure.ratio[0][0] == evidence.NON_FINITE and max(max(row) for row in figure.ratio) == 1000.0
+    heads = checks.error_map("x", actual[:, :, :4, :5], expected[:, :, :4, :5], 1e-3, 0.0)
+    assert heads.groups == 4 and len(heads.ratio) == 16 and heads.rows.startswith("dims 1 to -2")
+    assert checks.error_map("x", actual[0, 0, 0, 1:2], expected[0, 0, 0, 1:2], 1e-3, 0.0) is None
+
+
+def test_a_causal_failure_carries_the_dependence_measured_from_the_gradients():
+    seq, x = 4, torch.zeros(1, 4, 2, dtype=torch.float64)
+
+    def leaky_vjp(cotangents):
+        """Output t sees every position up to t, and position 3 too."""
+        grads = []
+        for t in range(seq):
+            g = torch.zeros(1, seq, 2, dtype=torch.float64)
+            g[:, :t + 1] = 1.0
+            g[:, 3] = 1.0
+            grads.append([g])
+        return grads
+
+    with pytest.raises(pytest.fail.Exception) as failed:
+        checks.check_causal_jacobian(leaky_vjp, [x], ["x"], (1, seq, 2), must_matter=["x"], what="leaky", seed=0)
+    assert failed.value.figure == Dependence("leaky", "gradient", ("x",), (True,),
+                                             (("1001", "1101", "1111", "1111"),))
+
+    def leaky_forward(inputs):
+        """Output p sums the inputs up to p, and sees position p + 1 as well."""
+        y = inputs[0].cumsum(dim=-2)
+        y[..., :-1, :] += inputs[0][..., 1:, :]
+        return y
+
+    with pytest.raises(pytest.fail.Exception) as failed:
+        checks.check_causal_perturbation(leaky_forward, [x], what="perturbed", seed=0)
+    # column j: the outputs that changed when the inputs moved at j and later (column 0 is never moved)
+    assert failed.value.figure.matrices == (("?100", "?110", "?111", "?111"),)
+    assert failed.value.figure.method == "perturbation"
+
+
+def test_evidence_on_failure_attaches_once_and_never_changes_the_verdict():
+    with pytest.raises(pytest.fail.Exception) as failed:
+        with checks.evidence_on_failure(lambda: CURVES):
+            checks.fail("wrong")
+    assert failed.value.msg == "wrong" and failed.value.figure == CURVES
+    with pytest.raises(pytest.fail.Exception) as failed:
+        with checks.evidence_on_failure(lambda: CURVES):
+            checks.fail("wrong", MISMATCH)
+    assert failed.value.figure == MISMATCH  # the check's own evidence stays
+
+    def broken():
+        checks.fail("the student's code raised while drawing")
+
+    with pytest.raises(pytest.fail.Exception) as failed:
+        with checks.evidence_on_failure(broken):
+            checks.fail("wrong")
+    assert failed.value.msg == "wrong" and failed.value.figure is None
+    with checks.evidence_on_failure(broken):  # no failure: nothing is built
+        pass
+
+
+# --- real grades ------------------------------------------------------------------------------------------
+
+# one student per picture: a causal-mask leak, a numerical mismatch, the gradient experiment
+BUGS = {"alice": "att-sdpa-drops-mask", "bob": "ln-unbiased-variance", "carol": "grad-residual-flipped"}
+EXPECTED = {
+    "alice": {("attention", "test_sdpa_causal_has_no_future_dependence"): "causal",
+              ("attention", "test_sdpa_matches_torch"): "mismatch"},
+    "bob": {("layer_norm", "test_layer_norm_matches_torch_with_random_weight_and_bias"): "mismatch"},
+    "carol": {("gradient_experiment", "test_gradient_vanishes_without_residuals_at_depth_40"): "curves",
+              ("gradient_experiment", "test_gradient_survives_with_residuals_at_depth_40"): "curves",
+              ("gradient_experiment", "test_input_grad_norm_matches_recipe_at_depth_40"): "curves"},
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The three submissions, each graded once through `grade --html`, its results.json stored where grade-all
+    keeps a class's results."""
+    root = tmp_path_factory.mktemp("feedback")
+    catalogue = load_catalogue(ASSIGNMENT)
+    folder, out, pages = root / "class", root / "results", root / "pages"
+    folder.mkdir()
+    pages.mkdir()
+    seconds = {}
+    for student, bug in BUGS.items():
+        source = folder / f"{student}.py"
+        source.write_text(catalogue.python_source(catalogue.entry(bug)))
+        started = time.monotonic()
+        done = run_cli("grade", source, "-o", out / f"{student}.json", "--html", pages / f"{student}.html")
+        seconds[student] = time.monotonic() - started
+        assert done.returncode == 0, done.stderr[-3000:]
+    return folder, out, pages, seconds
+
+
+def test_each_bug_gets_pictures_of_its_kind_on_its_failing_checks_only(graded):
+    folder, out, pages, _ = graded
+    for student, expected in EXPECTED.items():
+        data = json.loads((out / f"{student}.json").read_text())
+        kinds = {}
+        for part, stored_part in data["extra_data"]["parts"].items():
+            for name, _, _, passed, _, figure in stored_part["tests"]:
+                assert figure is None or not passed, (student, name)  # none for a passing check
+                if figure is not None:
+                    kinds[(part, name)] = figure["kind"]
+        assert expected.items() <= kinds.items(), (student, kinds)
+        if student != "alice":  # the leak costs the parts built on attention too; these bugs cost their own
+            assert {part for part, _ in kinds} <= {part for part, _ in expected} | {"transformer_block"}
+        result = read_result(out / f"{student}.json", RUBRIC)
+        page = (pages / f"{student}.html").read_text()
+        assert len(pngs(page)) == len({t.figure for p in result.parts for t in p.tests if t.figure is not None})
+        assert page == html.student_page(result)  # drawn from the stored result, the page is the same
+
+
+def test_the_pictures_show_what_the_submission_returned(graded):
+    _, out, _, _ = graded
+    leak = read_result(out / "alice.json", RUBRIC)
+    causal = next(t.figure for p in leak.parts for t in p.tests
+                  if t.name == "test_sdpa_causal_has_no_future_dependence")
+    assert causal.inputs == ("q", "k", "v") and causal.required == (False, False, True)
+    q, k, v = causal.matrices
+    assert q == ("10000", "01000", "00100", "00010", "00001")  # output t uses query t alone
+    assert k == v == ("11111",) * 5  # the dropped mask: every position sees every key and value
+    flipped = read_result(out / "carol.json", RUBRIC)
+    curves = next(t.figure for p in flipped.parts for t in p.tests if t.figure is not None)
+    series = {s.label: s for s in curves.series}
+    recipe = dict(zip(series["recipe, without residuals"].x, series["recipe, without residuals"].y))
+    mine = series["yours, with residuals"]  # residual=True computes the plain stack
+    assert all(y == pytest.approx(recipe[x], rel=1e-4) for x, y in zip(mine.x, mine.y))
+
+
+def test_pages_show_no_hidden_source(graded):
+    folder, _, pages, _ = graded
+    for student in BUGS:
+        page = (pages / f"{student}.html").read_text()
+        assert leaked_hidden_source(page, ASSIGNMENT, (folder / f"{student}.py").read_text()) == [], student
+
+
+def test_grade_all_writes_each_students_page_and_the_class_index(graded, tmp_path):
+    folder, stored_results, pages, seconds = graded
+    out, site = tmp_path / "results", tmp_path / "site"
+    shutil.copytree(stored_results, out)  # the same files, already graded: grade-all keeps them
+    done = run_cli("grade-all", folder, "-o", out, "--html", site)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.count("already graded, kept") == 3
+    for student in BUGS:
+        assert (site / "students" / f"{student}.html").read_text() == (pages / f"{student}.html").read_text()
+    index = (site / "index.html").read_text()
+    assert "3 submissions" in index and len(pngs(index)) == 1
+    for student in BUGS:
+        assert f'href="students/{student}.html"' in index
+    for expected in EXPECTED.values():
+        for part, check in expected:
+            assert re.search(rf"<td>{check}</td><td class='num'>1 of 3</td>", index), check
+    assert re.search(r"<td>test_input_grad_norm_returns_python_float</td><td class='num'>0 of 3</td>", index)
+    assert not EXTERNAL.search(index)
+    for student in BUGS:
+        page = pages / f"{student}.html"
+        print(f"{student} ({BUGS[student]}): page {page.stat().st_size / 1000:.0f} kB, graded and drawn in "
+              f"{seconds[student]:.1f} s")
