@@ -103,7 +103,7 @@ def grade_class_both_ways(folder: Path, out: Path, course_root: Path, through_nb
         target = course.root / "submitted" / student / ASSIGNMENT
         target.mkdir(parents=True)
         (target / f"{ASSIGNMENT}.ipynb").write_bytes((folder / f"{student}.ipynb").read_bytes())
-        course.nbgrader("db", "student", "add", student)
+    course.add_students(through_nbgrader)
 
     def nbgrader_scores() -> dict[str, float]:
         course.nbgrader("autograde", ASSIGNMENT, *nbgrader_flags)
@@ -126,7 +126,7 @@ def hidden_source(assignment: str, shown: str = "") -> list[re.Pattern]:
     see), each comment and each docstring line.  What `shown` holds (the submission and the release notebook,
     which students see anyway) does not count."""
     texts, names = [], []
-    for suite in sorted((REPO / "assignments" / assignment).glob("test_*.py")):
+    for suite in sorted((REPO / "assignments" / assignment).glob("*.py")):  # the suites and their helpers
         source = suite.read_text(encoding="utf-8")
         tree = ast.parse(source)
         for node in ast.walk(tree):

@@ -24,6 +24,7 @@ from nbgrader.utils import determine_grade
 from autograder.authoring.assignment import Assignment
 from autograder.authoring.catalogue import load as load_catalogue
 from autograder.judging import checks, evidence
+from autograder.judging.checks.mismatch import error_map
 from autograder.judging.evidence import Curves, Dependence, ErrorMap, Series
 from autograder.judging.judge import Outcome
 from autograder.judging.rubric import PartScore, load_rubric, score
@@ -282,9 +283,9 @@ def test_a_mismatch_map_is_bounded_and_marks_nan():
     assert isinstance(figure, ErrorMap) and figure.shape == (3, 4, 100, 200)
     assert len(figure.ratio) == evidence.MAX_SIDE and len(figure.ratio[0]) == evidence.MAX_SIDE
     assert figure.ratio[0][0] == evidence.NON_FINITE and max(max(row) for row in figure.ratio) == 1000.0
-    heads = checks.error_map("x", actual[:, :, :4, :5], expected[:, :, :4, :5], 1e-3, 0.0)
+    heads = error_map("x", actual[:, :, :4, :5], expected[:, :, :4, :5], 1e-3, 0.0)
     assert heads.groups == 4 and len(heads.ratio) == 16 and heads.rows.startswith("dims 1 to -2")
-    assert checks.error_map("x", actual[0, 0, 0, 1:2], expected[0, 0, 0, 1:2], 1e-3, 0.0) is None
+    assert error_map("x", actual[0, 0, 0, 1:2], expected[0, 0, 0, 1:2], 1e-3, 0.0) is None
 
 
 def test_a_causal_failure_carries_the_dependence_measured_from_the_gradients():

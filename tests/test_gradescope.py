@@ -116,7 +116,7 @@ def test_the_zip_holds_the_scripts_the_engine_and_the_assignments_hidden_suites_
     assert {n for n in names if n.startswith("autograder/")} == engine
     folder = f"assignments/{ASSIGNMENT}/"
     assert {n for n in names if n.startswith("assignments/")} == {
-        "assignments/__init__.py", folder + "__init__.py", folder + "rubric.toml",
+        "assignments/__init__.py", folder + "__init__.py", folder + "rubric.toml", folder + "states.py",
         *(folder + part.suite for part in rubric.parts)}
     # the rubric skips unchanged plot cells, which it finds in the release
     assert rubric.skip_when_unchanged

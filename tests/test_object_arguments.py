@@ -12,6 +12,7 @@ from autograder import protocol
 from autograder.host.limits import Limits
 from autograder.host.remote import RemoteModule, RemoteSubmission
 from autograder.judging import checks as C
+from autograder.judging.checks.calls import Module
 from autograder.judging.submission import ModuleSubmission, SubmissionBroken
 
 CODE = '''
@@ -79,7 +80,7 @@ def test_the_student_function_gets_its_own_object_in_process_and_in_the_sandbox(
 def test_an_unknown_object_key_is_the_student_side_lookup_error(remote):
     forged = RemoteModule(remote, remote.generation * 1_000_000 + 999)
     with pytest.raises(pytest.fail.Exception, match="LookupError: unknown object"):
-        C.call(remote, "calls", C.Module(forged, "forged"))
+        C.call(remote, "calls", Module(forged, "forged"))
 
 
 def test_another_submissions_module_is_refused_before_anything_is_sent(remote):

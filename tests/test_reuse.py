@@ -43,6 +43,14 @@ def test_fingerprint_follows_suites_rubric_kit_and_limits_and_nothing_else(tmp_p
     assert assignment_fingerprint(rubric, Limits()) != base  # no stale cache within a process either
     suite.write_bytes(original)
     assert assignment_fingerprint(rubric, Limits()) == base
+    helper = copy / "states.py"  # a module the suites import from their folder
+    original = helper.read_bytes()
+    helper.write_bytes(original + b"\n# a reference's weights changed\n")
+    assert assignment_fingerprint(rubric, Limits()) != base
+    helper.write_bytes(original)
+    mistakes = copy / "catalogue" / "mistakes.py"  # grading never reads the catalogue
+    mistakes.write_bytes(mistakes.read_bytes() + b"\n# a mistake added\n")
+    assert assignment_fingerprint(rubric, Limits()) == base
     (copy / "rubric.toml").write_text((copy / "rubric.toml").read_text() + "\n# points changed\n")
     assert assignment_fingerprint(rubric, Limits()) != base
 
@@ -50,7 +58,8 @@ def test_fingerprint_follows_suites_rubric_kit_and_limits_and_nothing_else(tmp_p
     shutil.copytree(fingerprint.PACKAGE_DIR, kit, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(fingerprint, "PACKAGE_DIR", kit)
     version = fingerprint.engine_digest.__wrapped__()  # uncached: the cache holds this process's own kit
-    (kit / "judging" / "checks.py").write_text((kit / "judging" / "checks.py").read_text() + "\n# a message reworded\n")
+    calls = kit / "judging" / "checks" / "calls.py"
+    calls.write_text(calls.read_text() + "\n# a message reworded\n")
     assert fingerprint.engine_digest.__wrapped__() != version
 
 

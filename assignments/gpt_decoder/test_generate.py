@@ -27,20 +27,12 @@ import torch.nn.functional as F
 
 from autograder.judging import checks as C
 
+from . import reference
+
 F64 = torch.float64
 
 
 # --- trusted reference model (as in test_gpt.py) -----------------------------------------------------------
-
-def _rope(x, positions, base=10000.0):
-    """Trusted RoPE by complex multiplication, computed in x's dtype."""
-    d = x.shape[-1]
-    real = x.dtype
-    angles = positions.to(real)[:, None] * base ** (-torch.arange(0, d, 2, dtype=real) / d)
-    rotation = torch.polar(torch.ones_like(angles), angles)
-    pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], d // 2, 2).contiguous())
-    return torch.view_as_real(pairs * rotation).reshape(x.shape)
-
 
 def _attention(x, w, num_heads):
     batch, n, d = x.shape
@@ -51,7 +43,7 @@ def _attention(x, w, num_heads):
         return t.reshape(batch, n, num_heads, dh).transpose(1, 2)
 
     q, k, v = (heads(F.linear(x, w[name])) for name in ("Wq", "Wk", "Wv"))
-    q, k = _rope(q, positions), _rope(k, positions)
+    q, k = reference.rope(q, positions), reference.rope(k, positions)
     allowed = positions[None, :] <= positions[:, None]
     scores = (q @ k.transpose(-2, -1) / math.sqrt(dh)).masked_fill(~allowed, float("-inf"))
     return F.linear((torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(batch, n, d), w["Wo"])
@@ -145,10 +137,6 @@ def _first_difference(out, expected):
     return int(rows[cols == first][0]), first
 
 
-def _tokens(batch, seq, vocab, *, seed):
-    return torch.randint(0, vocab, (batch, seq), generator=C.generator(seed))
-
-
 # (vocab, d_model, num_heads, d_ff, n_layers), max_len, prompt batch and length, max_new_tokens, weight seed,
 # prompt seed: seeds picked so that the greedy tokens change often and the top-2 logit gap stays above 0.01
 CASES = [((13, 16, 2, 32, 2), 14, (2, 5), 9, 28928, 7312), ((11, 8, 2, 16, 1), 10, (3, 1), 7, 9985, 7065),
@@ -165,7 +153,7 @@ def test_generate_output_shape_dtype_and_prompt(student):
     cfg = (13, 16, 2, 32, 2)
     for i, (prompt_shape, n) in enumerate((((2, 5), 6), ((1, 1), 1))):
         model = _model(student, cfg, 14, _gpt_state(cfg, seed=28928))
-        _generate(student, model, _tokens(*prompt_shape, cfg[0], seed=7312 + i), n)
+        _generate(student, model, reference.random_tokens(*prompt_shape, cfg[0], seed=7312 + i), n)
 
 
 def test_generate_matches_greedy_decoding_of_the_reference(student):
@@ -175,7 +163,7 @@ def test_generate_matches_greedy_decoding_of_the_reference(student):
     for cfg, max_len, prompt_shape, n, weight_seed, prompt_seed in CASES:
         state = _gpt_state(cfg, seed=weight_seed)
         model = _model(student, cfg, max_len, state)
-        prompt = _tokens(*prompt_shape, cfg[0], seed=prompt_seed)
+        prompt = reference.random_tokens(*prompt_shape, cfg[0], seed=prompt_seed)
         out = _generate(student, model, prompt, n)
         expected = _reference_greedy(prompt, state, cfg, n)
         if torch.equal(out, expected):
@@ -194,7 +182,7 @@ def test_generate_matches_recomputation_with_your_own_model(student):
     for cfg, max_len, prompt_shape, n, weight_seed, prompt_seed in CASES:
         state = _gpt_state(cfg, seed=weight_seed)
         model = _model(student, cfg, max_len, state)
-        prompt = _tokens(*prompt_shape, cfg[0], seed=prompt_seed)
+        prompt = reference.random_tokens(*prompt_shape, cfg[0], seed=prompt_seed)
         out = _generate(student, model, prompt, n)
         tokens = prompt
         for step in range(n):

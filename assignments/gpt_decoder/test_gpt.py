@@ -35,6 +35,8 @@ import torch.nn.functional as F
 
 from autograder.judging import checks as C
 
+from . import reference
+
 F32, F64 = torch.float32, torch.float64
 
 BLOCK_PARAMETERS = ("ln1.weight", "ln1.bias", "attn.Wq.weight", "attn.Wk.weight", "attn.Wv.weight",
@@ -43,16 +45,6 @@ BLOCK_PARAMETERS = ("ln1.weight", "ln1.bias", "attn.Wq.weight", "attn.Wk.weight"
 
 
 # --- trusted reference and known mistakes -------------------------------------------------------------------
-
-def _rope(x, positions, base=10000.0):
-    """Trusted RoPE by complex multiplication, computed in x's dtype."""
-    d = x.shape[-1]
-    real = x.dtype
-    angles = positions.to(real)[:, None] * base ** (-torch.arange(0, d, 2, dtype=real) / d)
-    rotation = torch.polar(torch.ones_like(angles), angles)
-    pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], d // 2, 2).contiguous())
-    return torch.view_as_real(pairs * rotation).reshape(x.shape)
-
 
 class _Attention:
     """Causal self-attention with RoPE that keeps its past keys and values in Python lists."""
@@ -72,7 +64,7 @@ class _Attention:
 
         q, k, v = (heads(F.linear(x, self.w[name])) for name in ("Wq", "Wk", "Wv"))
         if self.rope:
-            q, k = _rope(q, positions), _rope(k, positions)
+            q, k = reference.rope(q, positions), reference.rope(k, positions)
         if cached:
             self.keys.append(k)
             self.values.append(v)
@@ -225,10 +217,6 @@ def _build(student, cfg, max_len, state, dtype=F32):
     return module
 
 
-def _tokens(batch, seq, vocab, *, seed):
-    return torch.randint(0, vocab, (batch, seq), generator=C.generator(seed))
-
-
 def _compare(module, tokens, state, cfg, dtype, *, what):
     out = module(tokens)
     expected, atol = _expected(tokens, state, cfg, dtype)
@@ -310,7 +298,7 @@ def test_gpt_output_shape_and_dtype(student):
     for dtype in (F32, F64):
         module = _build(student, cfg, max_len, _gpt_state(cfg, seed=2100, dtype=dtype), dtype)
         for seq in (s, 1):
-            tokens = _tokens(b, seq, cfg[0], seed=2105 + seq)
+            tokens = reference.random_tokens(b, seq, cfg[0], seed=2105 + seq)
             C.expect_tensor(module(tokens), what=f"{module.label} logits", inputs={"tokens": tokens},
                             shape=(b, seq, cfg[0]), dtype=dtype)
 
@@ -321,7 +309,8 @@ def test_gpt_matches_reference(student):
     for i, (cfg, max_len, b, s) in enumerate(CONFIGS):
         state = _gpt_state(cfg, seed=2200 + 1000 * i, dtype=F32)
         module = _build(student, cfg, max_len, state)
-        _compare(module, _tokens(b, s, cfg[0], seed=2205 + i), state, cfg, F32, what=f"{module.label} logits")
+        tokens = reference.random_tokens(b, s, cfg[0], seed=2205 + i)
+        _compare(module, tokens, state, cfg, F32, what=f"{module.label} logits")
 
 
 def test_gpt_float64_matches_reference(student):
@@ -329,19 +318,21 @@ def test_gpt_float64_matches_reference(student):
     cfg, max_len, b, s = CONFIGS[0]
     state = _gpt_state(cfg, seed=2300, dtype=F64)
     module = _build(student, cfg, max_len, state, F64)
-    _compare(module, _tokens(b, s, cfg[0], seed=2305), state, cfg, F64, what=f"{module.label} logits (float64)")
+    tokens = reference.random_tokens(b, s, cfg[0], seed=2305)
+    _compare(module, tokens, state, cfg, F64, what=f"{module.label} logits (float64)")
 
 
 def test_gpt_is_causal(student):
     """The logits at positions 0..t are bit-identical whatever the tokens after t (float64, every t)."""
     cfg, max_len, b, s = (11, 8, 2, 16, 2), 10, 2, 7
     module = _build(student, cfg, max_len, _gpt_state(cfg, seed=2400, dtype=F64), F64)
-    tokens = _tokens(b, s, cfg[0], seed=2405)
+    tokens = reference.random_tokens(b, s, cfg[0], seed=2405)
     what = f"{module.label} logits (float64, tokens [{b}, {s}])"
     base = C.expect_tensor(module(tokens), what=what, shape=(b, s, cfg[0]), dtype=F64)
     for t in range(s - 1):
         changed = tokens.clone()
-        changed[:, t + 1:] = (changed[:, t + 1:] + 1 + _tokens(b, s - t - 1, cfg[0] - 1, seed=2410 + t)) % cfg[0]
+        shift = 1 + reference.random_tokens(b, s - t - 1, cfg[0] - 1, seed=2410 + t)
+        changed[:, t + 1:] = (changed[:, t + 1:] + shift) % cfg[0]
         out = C.expect_tensor(module(changed), what=what, shape=base.shape, dtype=F64)
         if not torch.equal(out[:, :t + 1], base[:, :t + 1]):
             moved = [p for p in range(t + 1) if not torch.equal(out[:, p], base[:, p])]
@@ -355,7 +346,7 @@ def test_gpt_cached_decoding_matches_the_full_call(student):
     for i, (cfg, max_len, b, s) in enumerate([((11, 8, 2, 16, 2), 9, 2, 9), ((10, 16, 4, 24, 3), 16, 1, 10)]):
         state = _gpt_state(cfg, seed=2500 + 1000 * i, dtype=F64)
         module = _build(student, cfg, max_len, state, F64)
-        _check_cached(module, _tokens(b, s, cfg[0], seed=2505 + i), state, cfg, [1] * s,
+        _check_cached(module, reference.random_tokens(b, s, cfg[0], seed=2505 + i), state, cfg, [1] * s,
                       what=f"{module.label}, token-by-token decoding")
 
 
@@ -365,5 +356,5 @@ def test_gpt_chunked_prefill_matches_the_full_call(student):
     cfg, max_len, b, s = (11, 8, 2, 16, 2), 12, 2, 10
     state = _gpt_state(cfg, seed=2600, dtype=F64)
     module = _build(student, cfg, max_len, state, F64)
-    _check_cached(module, _tokens(b, s, cfg[0], seed=2605), state, cfg, [4, 1, 3, 2],
+    _check_cached(module, reference.random_tokens(b, s, cfg[0], seed=2605), state, cfg, [4, 1, 3, 2],
                   what=f"{module.label}, chunked decoding")

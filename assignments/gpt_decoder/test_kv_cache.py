@@ -39,20 +39,12 @@ import torch.nn.functional as F
 
 from autograder.judging import checks as C
 
+from . import reference
+
 F32, F64 = torch.float32, torch.float64
 
 
 # --- trusted reference and known mistakes -------------------------------------------------------------------
-
-def _rope(x, positions, base=10000.0):
-    """Trusted RoPE by complex multiplication, computed in x's dtype."""
-    d = x.shape[-1]
-    real = x.dtype
-    angles = positions.to(real)[:, None] * base ** (-torch.arange(0, d, 2, dtype=real) / d)
-    rotation = torch.polar(torch.ones_like(angles), angles)
-    pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], d // 2, 2).contiguous())
-    return torch.view_as_real(pairs * rotation).reshape(x.shape)
-
 
 def _attention(x, state, num_heads, chunks=None, *, offset=True, mask="causal", keys="cached", scale="head",
                rope="qk", rope_whole=False, softmax_dim=-1, split_view=False):
@@ -78,12 +70,12 @@ def _attention(x, state, num_heads, chunks=None, *, offset=True, mask="causal", 
         positions = torch.arange(start, start + n) if offset else torch.arange(n)
         q, k, v = (F.linear(xc, st[f"{name}.weight"]) for name in ("Wq", "Wk", "Wv"))
         if rope_whole:
-            q, k = _rope(q, positions), _rope(k, positions)
+            q, k = reference.rope(q, positions), reference.rope(k, positions)
         q, k, v = heads(q), heads(k), heads(v)
         if not rope_whole:
-            q = _rope(q, positions)
-            k = _rope(k, positions) if "k" in rope else k
-            v = _rope(v, positions) if "v" in rope else v
+            q = reference.rope(q, positions)
+            k = reference.rope(k, positions) if "k" in rope else k
+            v = reference.rope(v, positions) if "v" in rope else v
         past_k.append(k)
         past_v.append(v)
         if keys == "new":

@@ -29,23 +29,15 @@ import torch
 
 from autograder.judging import checks as C
 
+from . import reference
+
 F32, F64 = torch.float32, torch.float64
 
 
 # --- trusted reference and known mistakes -------------------------------------------------------------------
 
-def _rope(x, positions, base=10000.0):
-    """Trusted RoPE by complex multiplication, computed in x's dtype."""
-    d = x.shape[-1]
-    real = x.dtype
-    angles = positions.to(real)[:, None] * base ** (-torch.arange(0, d, 2, dtype=real) / d)
-    rotation = torch.polar(torch.ones_like(angles), angles)
-    pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], d // 2, 2).contiguous())
-    return torch.view_as_real(pairs * rotation).reshape(x.shape)
-
-
 def _reference(x, positions, base):
-    return lambda dt: _rope(x.to(dt), positions, base)
+    return lambda dt: reference.rope(x.to(dt), positions, base)
 
 
 def _variant(x, positions, base, *, pairs="interleaved", exponent="2i/d", direction=1.0, use_positions=True,

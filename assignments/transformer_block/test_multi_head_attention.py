@@ -35,6 +35,8 @@ import torch.nn.functional as F
 
 from autograder.judging import checks as C
 
+from .states import mha_state_to_torch
+
 F32, F64 = torch.float32, torch.float64
 
 
@@ -50,7 +52,7 @@ def _expected_shapes(d_model, bias=True):
 
 def _torch_mha(state, d_model, num_heads, bias, dtype):
     ref = nn.MultiheadAttention(d_model, num_heads, bias=bias, batch_first=True, dtype=dtype)
-    ref.load_state_dict(C.mha_state_to_torch(C.cast_floats(state, dtype)), strict=True)
+    ref.load_state_dict(mha_state_to_torch(C.cast_floats(state, dtype)), strict=True)
     return ref
 
 

@@ -37,6 +37,8 @@ import torch.nn.functional as F
 
 from autograder.judging import checks as C
 
+from .states import block_state, block_state_to_torch
+
 F32, F64 = torch.float32, torch.float64
 
 # (d_model, num_heads, d_ff, batch, seq_len)
@@ -55,7 +57,7 @@ def _expected_shapes(d, d_ff):
 def _torch_layer(state, d, h, d_ff, norm_first, dtype):
     layer = nn.TransformerEncoderLayer(d, h, d_ff, dropout=0.0, activation="relu", batch_first=True,
                                        norm_first=norm_first, dtype=dtype)
-    layer.load_state_dict(C.block_state_to_torch(C.cast_floats(state, dtype)), strict=True)
+    layer.load_state_dict(block_state_to_torch(C.cast_floats(state, dtype)), strict=True)
     return layer.train()  # training mode (dropout is 0): the plain, non-fused code path
 
 
@@ -187,7 +189,7 @@ def test_block_loads_random_state_dict(student):
     fine and keep their values); its parameters then hold exactly the loaded values (so ln1 and ln2 are
     separate modules)."""
     module = C.new(student, "TransformerBlock", 6, 3, 10)
-    module.load_weights(C.block_state("", 6, 10, seed=2000, dtype=F32))
+    module.load_weights(block_state("", 6, 10, seed=2000, dtype=F32))
 
 
 def test_block_output_shape_and_dtype(student):
@@ -196,7 +198,7 @@ def test_block_output_shape_and_dtype(student):
     d, h, d_ff, b, s = CONFIGS[1]
     for dtype in (F32, F64):
         for norm_first in (False, True):
-            state = C.block_state("", d, d_ff, seed=2100 + 10 * norm_first, dtype=dtype)
+            state = block_state("", d, d_ff, seed=2100 + 10 * norm_first, dtype=dtype)
             module = _build(student, d, h, d_ff, norm_first, state, dtype)
             x = C.randn(b, s, d, seed=2105, dtype=dtype)
             for causal in (False, True):
@@ -206,7 +208,7 @@ def test_block_output_shape_and_dtype(student):
 
 def _matches(student, norm_first, causal, seed):
     for i, (d, h, d_ff, b, s) in enumerate(CONFIGS):
-        state = C.block_state("", d, d_ff, seed=seed + 10 * i, dtype=F32)
+        state = block_state("", d, d_ff, seed=seed + 10 * i, dtype=F32)
         module = _build(student, d, h, d_ff, norm_first, state, pass_norm_first=i % 2 == 0)
         x = C.randn(b, s, d, seed=seed + 10 * i + 5, dtype=F32, std=1.5)
         _compare(module, x, state, h, d_ff, norm_first, causal, float_mask=causal and i % 2 == 1,
@@ -237,7 +239,7 @@ def test_block_float64_matches_torch(student):
     precision (both norm orders, causal and not)."""
     d, h, d_ff, b, s = CONFIGS[0]
     for norm_first in (False, True):
-        state = C.block_state("", d, d_ff, seed=2600 + 10 * norm_first, dtype=F64)
+        state = block_state("", d, d_ff, seed=2600 + 10 * norm_first, dtype=F64)
         module = _build(student, d, h, d_ff, norm_first, state, F64)
         x = C.randn(b, s, d, seed=2605, dtype=F64, std=1.5)
         for causal in (False, True):
@@ -249,8 +251,8 @@ def test_block_causal_has_no_future_dependence(student):
     input positions j > t (gradient exactly 0, output bit-identical when they change) but depends on every
     j <= t; with causal=False it does depend on later positions (float64)."""
     d, h, d_ff, b, s = 8, 2, 16, 2, 5
-    block_a = _build(student, d, h, d_ff, False, C.block_state("", d, d_ff, seed=2700, dtype=F64), F64)
-    block_b = _build(student, d, h, d_ff, True, C.block_state("", d, d_ff, seed=2710, dtype=F64), F64)
+    block_a = _build(student, d, h, d_ff, False, block_state("", d, d_ff, seed=2700, dtype=F64), F64)
+    block_b = _build(student, d, h, d_ff, True, block_state("", d, d_ff, seed=2710, dtype=F64), F64)
     x = C.randn(b, s, d, seed=2720, dtype=F64)
     for block in (block_a, block_b):
         what = f"{block.label} forward with causal=True (float64, x [{b}, {s}, {d}])"
@@ -294,7 +296,7 @@ def test_block_deep_pre_norm_stack_input_gradient(student):
     output) matches the gradient through 12 torch.nn.TransformerEncoderLayer(norm_first=True) with the same
     weights: the residual path must carry the gradient through the whole stack (float32)."""
     d, h, d_ff, b, s, depth = 16, 4, 32, 2, 6, 12
-    states = [C.block_state("", d, d_ff, seed=3000 + 100 * i, dtype=F32, attn_gain=1.0) for i in range(depth)]
+    states = [block_state("", d, d_ff, seed=3000 + 100 * i, dtype=F32, attn_gain=1.0) for i in range(depth)]
     x = C.randn(b, s, d, seed=2990, dtype=F32)
     projection = C.randn(b, s, d, seed=2991, dtype=F32)
 

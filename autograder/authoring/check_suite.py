@@ -67,7 +67,7 @@ def grade_entry(assignment: str, path: str) -> dict[str, Any]:
     and the largest error ratio (|error| / allowed) each numeric test observed."""
     import torch
 
-    from autograder.judging import checks
+    from autograder.judging.checks import comparison
     from autograder.grading import grade_file
     from autograder.reports.results import gradescope
     from autograder.judging.rubric import load_rubric
@@ -82,11 +82,11 @@ def grade_entry(assignment: str, path: str) -> dict[str, Any]:
         test = _current_test(stem_to_part)
         ratios[test] = max(ratios.get(test, 0.0), ratio)
 
-    checks.observers.append(observe)
+    comparison.observers.append(observe)
     try:
         result = grade_file(Path(path), rubric, Limits())
     finally:
-        checks.observers.remove(observe)
+        comparison.observers.remove(observe)
     report = gradescope(result)
     return {"file": Path(path).name, "score": report["score"], "seconds": round(result.seconds, 2),
             "parts": {name: [p["score"], p["max_score"]] for name, p in report["extra_data"]["parts"].items()},

@@ -2,8 +2,9 @@
 
 A grade is a function of two things.  The cells that ran (`cells_sha256`: the cells as `read_cells` returns
 them, so what nbgrader restores or the reader neutralises counts, and a notebook's outputs do not), and the
-assignment it was judged against (`assignment_fingerprint`: the hidden suites, the rubric, the kit's engine
-source and the limits).  Change any of these and the old grade says nothing about the new one.
+assignment it was judged against (`assignment_fingerprint`: the hidden suites and their helper modules, the
+rubric, the kit's engine source and the limits).  Change any of these and the old grade says nothing about the
+new one.
 """
 from __future__ import annotations
 
@@ -45,17 +46,24 @@ def _limits_json(limits: Limits) -> bytes:
     return json.dumps(values, sort_keys=True).encode("ascii")
 
 
+def _suite_sources(rubric: Rubric) -> list[Path]:
+    """The suites and every Python file beside them (the helper modules they import), by name; not the
+    catalogue/ subfolder, which grading never reads."""
+    files = {*rubric.folder.glob("*.py"), *rubric.suite_files()}
+    return sorted(files, key=lambda p: p.relative_to(rubric.folder).as_posix())
+
+
 def assignment_fingerprint(rubric: Rubric, limits: Limits) -> str:
-    """The hidden suites, the rubric (its file, and the release cells it skips while unchanged), the kit's
-    engine and the limits, as one sha256.  Suites and rubric are read on every call (a few kB), so an edited
-    suite changes it at once."""
+    """The hidden suites and their helper modules, the rubric (its file, and the release cells it skips while
+    unchanged), the kit's engine and the limits, as one sha256.  Suites, helpers and rubric are read on every
+    call (a few kB), so an edited suite or helper changes it at once."""
     digest = hashlib.sha256()
     _add(digest, "kit", engine_digest())
     _add(digest, "rubric", (rubric.folder / "rubric.toml").read_bytes())
     # the release's source of the cells grading skips while unchanged: it decides which cells run
     _add(digest, "skipped cells", json.dumps(sorted(rubric.skip_when_unchanged.items())).encode("ascii"))
-    for part, path in zip(rubric.parts, rubric.suite_files()):
-        _add(digest, f"suite {part.suite}", path.read_bytes())
+    for path in _suite_sources(rubric):
+        _add(digest, f"module {path.relative_to(rubric.folder).as_posix()}", path.read_bytes())
     _add(digest, "limits", _limits_json(limits))
     return digest.hexdigest()
 

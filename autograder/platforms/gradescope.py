@@ -7,7 +7,8 @@ At the zip's root: setup.sh, which Gradescope runs once to build the image (Pyth
 pinned stack, the kit; see gradescope_setup.sh), and run_autograder, which it runs for every submission
 (gradescope_run_autograder.sh, which runs autograder/platforms/gradescope_run.py).  Beside them, what grading
 reads and nothing else: the engine package, pyproject.toml and requirements.lock to install it, the
-assignment's rubric and hidden suites, and its release notebook when the rubric skips unchanged release cells.
+assignment's rubric, hidden suites and the helper modules beside them, and its release notebook when the rubric
+skips unchanged release cells.
 The catalogue of known mistakes, the solutions, the source notebooks, the other assignments and the kit's own
 tests stay out.  Gradescope unpacks the zip in /autograder/source, which students never see.
 
@@ -70,7 +71,8 @@ def kit_files(rubric: Rubric) -> list[Path]:
     files = _package_files() + [REPO_ROOT / name for name in INSTALL_FILES]
     packages = REPO_ROOT / "assignments" / "__init__.py"  # the suites are imported as assignments.<name>.test_*
     files += [packages] if packages.is_file() else []
-    # the folder's own files (rubric, suites, __init__.py, a conftest.py pytest would load); not its catalogue/
+    # the folder's own files (rubric, suites, the helper modules they import, __init__.py, a conftest.py pytest
+    # would load); not its catalogue/
     files += [p for p in rubric.folder.iterdir() if p.is_file() and not p.name.startswith(".")]
     files += rubric.suite_files()
     if rubric.skip_when_unchanged:  # the rubric reads these cells' released source

@@ -1,0 +1,43 @@
+"""Tolerances derived from the trusted reference's own float32 error, and what is within them.
+
+The trusted reference is evaluated twice, in float64 and in float32, on the same input values.  The observed
+float32 error `err32 = max|ref32 - ref64|` measures how hard the input is for an honest float32 implementation;
+the allowed absolute error is `factor * err32` plus a floor of a few ulps of the output's largest magnitude.
+For float64 comparisons the observed float32 error is scaled by the ratio of the unit roundoffs (eps64 / eps32
+= 2**-29), because rounding errors scale with the unit roundoff.  The expected value is always the float64
+reference.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+F32_EPS = torch.finfo(torch.float32).eps
+F64_EPS = torch.finfo(torch.float64).eps
+EPS_RATIO = F64_EPS / F32_EPS  # 2**-29
+DEFAULT_FACTOR = 30.0  # safety factor over the reference's own float32 error
+FLOOR_ULPS = 16.0  # floor: this many ulps (of the compared dtype) of the output's largest magnitude
+
+
+def within_tolerance(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+    """Per entry: |actual - expected| <= atol + rtol * |expected|, or the same NaN or infinity in both."""
+    ok = (actual - expected).abs() <= atol + rtol * expected.abs()
+    same_nonfinite = (torch.isnan(actual) & torch.isnan(expected)) | (
+        torch.isinf(actual) & torch.isinf(expected) & (actual == expected))
+    return ok | same_nonfinite
+
+
+def reference_tolerance(reference: Callable[[torch.dtype], torch.Tensor], dtype: torch.dtype, *,
+                        factor: float = DEFAULT_FACTOR, floor_ulps: float = FLOOR_ULPS
+                        ) -> tuple[torch.Tensor, float]:
+    """Evaluate the trusted `reference(dtype)` in float64 and float32; return (float64 reference, atol) for
+    comparing an output of `dtype`: factor * (observed float32 error, scaled by eps64/eps32 for float64)
+    plus `floor_ulps` ulps of the largest reference magnitude."""
+    ref64 = reference(torch.float64).detach().to(torch.float64)
+    ref32 = reference(torch.float32).detach().to(torch.float64)
+    err32 = float((ref32 - ref64).abs().max()) if ref64.numel() else 0.0
+    scale = float(ref64.abs().max()) if ref64.numel() else 0.0
+    if dtype == torch.float64:
+        return ref64, factor * err32 * EPS_RATIO + floor_ulps * F64_EPS * scale + 1e-300
+    return ref64, factor * err32 + floor_ulps * F32_EPS * scale + 1e-38
