@@ -1,6 +1,8 @@
 """check-suite's own rules, without grading the catalogue (test_catalogue.py grades it)."""
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from autograder.authoring import check_suite
@@ -32,7 +34,7 @@ def test_reruns_without_determinism_entries_are_an_error_not_a_pass(tmp_path):
 def test_the_cli_and_the_module_take_the_same_options():
     commands = next(a for a in build_parser()._actions if a.dest == "command")
     via_cli = {s for a in commands.choices["check-suite"]._actions for s in a.option_strings}
-    module_parser = check_suite.argparse.ArgumentParser()
+    module_parser = argparse.ArgumentParser()
     check_suite.add_arguments(module_parser)
     assert via_cli == {s for a in module_parser._actions for s in a.option_strings}
     assert {"--margins", "--reruns", "--workers", "--json"} <= via_cli

@@ -51,7 +51,7 @@ def reruns(tmp_path_factory):
 
         # check_suite starts each grader with subprocess.run; record the environment it passes
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(check_suite, "subprocess", SimpleNamespace(**{**vars(subprocess), "run": recording_run}))
+            patch.setattr(check_suite.reruns, "subprocess", SimpleNamespace(**{**vars(subprocess), "run": recording_run}))
             same, lines = check_suite.determinism(ASSIGNMENT, RERUNS, workers=2, folder=folder)
         distinct = {tuple(sorted(env.items())) for env in started_with}
         threads = sorted(_torch_threads_at_start(dict(env)) for env in distinct)

@@ -1,0 +1,110 @@
+"""The mutation score's report, and the tolerance margins per hidden test (docs/tolerances.md quotes them)."""
+from __future__ import annotations
+
+from typing import Any
+
+from autograder.authoring.check_suite.grading import load_catalogue
+from autograder.authoring.check_suite.verdicts import verdict
+
+
+def summarise(assignment: str, results: dict[str, dict[str, Any]], seconds: float, workers: int) -> tuple[str, bool]:
+    catalogue = load_catalogue(assignment)
+    entries = {e.name: e for e in catalogue.entries() if e.name in results}
+    verdicts = {name: verdict(catalogue, e, results[name]) for name, e in entries.items()}
+    mistakes = [e for e in entries.values() if e.part is not None]
+    variants = [e for e in entries.values() if e.part is None]
+    caught = [e for e in mistakes if verdicts[e.name]["caught"]]
+    lines = [f"{assignment}: hidden suite graded on {len(mistakes)} known mistakes and {len(variants)} correct "
+             f"submissions through the sandboxed grader ({seconds:.0f} s, {workers} workers)",
+             f"mutation score: {len(caught)} / {len(mistakes)} mistakes caught"]
+    parts = list(catalogue.built_on)
+    for part in parts:
+        mine = [e for e in mistakes if e.part == part]
+        missed = [e.name for e in mine if not verdicts[e.name]["caught"]]
+        lines.append(f"  {part:<22} {len(mine) - len(missed):>3} / {len(mine)}"
+                     + (f"   missed: {', '.join(missed)}" if missed else ""))
+    unfair = [(e.name, verdicts[e.name]["unfair"]) for e in mistakes if verdicts[e.name]["unfair"]]
+    lines.append("unfair (a bug costing a part that does not build on its own): "
+                 + ("none" if not unfair else "; ".join(f"{n} cost {', '.join(u)}" for n, u in unfair)))
+    failed = [e for e in variants if not verdicts[e.name]["ok"]]
+    lines.append(f"correct submissions with full marks: {len(variants) - len(failed)} / {len(variants)}")
+    for e in failed:
+        lines.append(f"  WRONGLY FAILED {e.name} ({results[e.name]['score']:g} points):")
+        for test in verdicts[e.name]["failed_tests"][:5]:
+            lines.append(f"    {test['name']}: {test['output'].splitlines()[0][:200] if test['output'] else ''}")
+    declared = [e for e in mistakes if e.hint is not None]
+    no_hint = [e.name for e in declared if not verdicts[e.name]["hint_shown"]]
+    lines.append(f"specific hints shown: {len(declared) - len(no_hint)} / {len(declared)} declared "
+                 f"({len(mistakes)} mistakes)" + (f"; missing: {', '.join(no_hint)}" if no_hint else ""))
+    ok = not failed and all(v["ok"] for v in verdicts.values() if v["kind"] == "mistake")
+    return "\n".join(lines), ok
+
+
+def margins(assignment: str, results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per hidden test with numeric comparisons: the worst |error| / allowed ratio of any correct submission,
+    and the smallest ratio among the mistakes that test catches numerically (ratio > 1)."""
+    catalogue = load_catalogue(assignment)
+    order = [e for e in catalogue.entries() if e.name in results]  # ties go to the earliest entry (the reference)
+    tests = sorted({t for r in results.values() for t in r["ratios"]})
+    rows = []
+    for test in tests:
+        legit = [(results[e.name]["ratios"][test], -i, e.name) for i, e in enumerate(order)
+                 if e.kind == "variant" and test in results[e.name]["ratios"]]
+        caught = [(results[e.name]["ratios"][test], i, e.name) for i, e in enumerate(order)
+                  if e.kind == "mistake" and results[e.name]["ratios"].get(test, 0.0) > 1.0]
+        worst = (lambda m: (m[0], m[2]))(max(legit)) if legit else (float("nan"), "")
+        smallest = (lambda m: (m[0], m[2]))(min(caught)) if caught else (float("nan"), "")
+        rows.append({"test": test, "worst_legit": worst[0], "worst_legit_entry": worst[1],
+                     "smallest_bug": smallest[0], "smallest_bug_entry": smallest[1], "bugs_caught": len(caught),
+                     "margin": smallest[0] / worst[0] if legit and caught and worst[0] > 0 else float("nan")})
+    return rows
+
+
+def weakest_catches(assignment: str, results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per part: the worst ratio of any correct submission in that part's tests, and the mistake of that part
+    whose STRONGEST numeric catch (largest ratio over all tests) is smallest, i.e. the bug closest to
+    escaping the whole suite if tolerances grew.  Mistakes caught only by exceptions, types or structure
+    checks have no ratio and are counted separately."""
+    catalogue = load_catalogue(assignment)
+    order = [e for e in catalogue.entries() if e.name in results]
+    rows = []
+    for part in catalogue.built_on:
+        legit = [(ratio, -i, e.name) for i, e in enumerate(order) if e.kind == "variant"
+                 for test, ratio in results[e.name]["ratios"].items() if test.startswith(f"{part}: ")]
+        strongest = []
+        exact = 0
+        for e in catalogue.entries():
+            if e.part != part or e.name not in results:
+                continue
+            ratios = [v for v in results[e.name]["ratios"].values() if v > 1.0]
+            if ratios:
+                strongest.append((max(ratios), e.name))
+            else:
+                exact += 1
+        worst = (lambda m: (m[0], m[2]))(max(legit)) if legit else (float("nan"), "")
+        weakest = min(strongest) if strongest else (float("nan"), "")
+        rows.append({"part": part, "worst_legit": worst[0], "worst_legit_entry": worst[1],
+                     "weakest_bug": weakest[0], "weakest_bug_entry": weakest[1], "numeric": len(strongest),
+                     "exact": exact})
+    return rows
+
+
+def format_weakest(rows: list[dict[str, Any]]) -> str:
+    lines = ["| part | worst correct (ratio) | weakest numeric catch: its largest ratio | caught numerically "
+             "/ by exceptions, types or structure |", "|---|---|---|---|"]
+    for r in rows:
+        bug = f"{r['weakest_bug']:.3g} ({r['weakest_bug_entry']})" if r["numeric"] else "-"
+        lines.append(f"| {r['part']} | {r['worst_legit']:.2g} ({r['worst_legit_entry']}) | {bug} | "
+                     f"{r['numeric']} / {r['exact']} |")
+    return "\n".join(lines)
+
+
+def format_margins(rows: list[dict[str, Any]]) -> str:
+    lines = ["| test | worst correct (ratio) | smallest caught bug (ratio) | bugs caught | gap |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        bug = (f"{r['smallest_bug']:.3g} ({r['smallest_bug_entry']})" if r["bugs_caught"] else "-")
+        gap = f"{r['margin']:.2g}x" if r["margin"] == r["margin"] else "-"
+        lines.append(f"| {r['test']} | {r['worst_legit']:.2g} ({r['worst_legit_entry']}) | {bug} | "
+                     f"{r['bugs_caught']} | {gap} |")
+    return "\n".join(lines)
