@@ -105,13 +105,15 @@ def pending_entries(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits,
     return entries, pending
 
 
-def grade_report(path: Path, rubric: Rubric, limits: Limits) -> tuple[GradeResult, dict[str, Any]]:
+def grade_report(path: Path, rubric: Rubric, limits: Limits, visibility: str = "visible"
+                 ) -> tuple[GradeResult, dict[str, Any]]:
     """Grades one file: its GradeResult and its results.json, keyed by what was graded against what."""
     fingerprint = assignment_fingerprint(rubric, limits)  # before grading: the suites the judge will read
     from autograder.grading import grade_file  # the judge and torch: only where grading happens
 
     result = grade_file(path, rubric, limits)
-    return result, gradescope(result, cells_sha256=result.cells_sha256, assignment_fingerprint=fingerprint)
+    return result, gradescope(result, cells_sha256=result.cells_sha256, assignment_fingerprint=fingerprint,
+                              visibility=visibility)
 
 
 def record(out_dir: Path, entry: Entry, result_json: dict) -> None:

@@ -163,11 +163,13 @@ def _grade_all(args: argparse.Namespace, rubric) -> int:
                 return USAGE_ERROR
         else:
             entries = grade_all(args.folder, args.output, rubric, limits.from_flags(args), jobs=args.jobs)
-        formats.write_batch(args, rubric.assignment, stored_results(args.output, entries, rubric))
-        if args.html:
-            from autograder.reports import html
+        if formats.requested(args) or args.html:
+            results = list(stored_results(args.output, entries, rubric))  # read once, written in every form asked
+            formats.write_batch(args, rubric.assignment, results)
+            if args.html:
+                from autograder.reports import html
 
-            html.write_class(args.html, rubric.assignment, list(stored_results(args.output, entries, rubric)))
+                html.write_class(args.html, rubric.assignment, results)
     except (JudgingInterrupted, KeyboardInterrupt) as exc:
         return _stopped(exc, f"nothing recorded for the submissions in progress; the results in {args.output} "
                              "are kept, and a rerun grades the rest")

@@ -73,19 +73,9 @@ def _reference_logits(tokens, state, cfg):
 
 
 def _gpt_state(cfg, *, seed):
-    """Random weights; the embedding has std 0.5 (with std 1 the tied head mostly predicts the current token
-    again, and random models decode into runs of one token)."""
-    vocab, d, _, d_ff, n_layers = cfg
-    state = {"tok_emb.weight": C.randn(vocab, d, seed=seed, dtype=F64, std=0.5)}
-    for i in range(n_layers):
-        p, s = f"blocks.{i}.", seed + 100 * (i + 1)
-        state.update(C.layer_norm_state(p + "ln1.", d, seed=s, dtype=F64))
-        state.update(C.mha_state(p + "attn.", d, seed=s + 10, dtype=F64, bias=False, gain=1.5))
-        state.update(C.layer_norm_state(p + "ln2.", d, seed=s + 50, dtype=F64))
-        state.update(C.linear_state(p + "ffn.0.", d_ff, d, seed=s + 60, dtype=F64))
-        state.update(C.linear_state(p + "ffn.2.", d, d_ff, seed=s + 70, dtype=F64))
-    state.update(C.layer_norm_state("ln_f.", d, seed=seed + 50, dtype=F64))
-    return state
+    """Random weights in float64; the embedding has std 0.5 (with std 1 the tied head mostly predicts the
+    current token again, and random models decode into runs of one token)."""
+    return reference.gpt_state(cfg, seed=seed, dtype=F64, embedding_std=0.5)
 
 
 @C.once

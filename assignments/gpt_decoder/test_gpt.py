@@ -128,21 +128,6 @@ def _reference(tokens, state, cfg):
     return lambda dt: _gpt(tokens, state, cfg, dt)
 
 
-def _gpt_state(cfg, *, seed, dtype):
-    """Random parameters under the contract's names (no head.weight: it is tok_emb.weight)."""
-    vocab, d, _, d_ff, n_layers = cfg
-    state = {"tok_emb.weight": C.randn(vocab, d, seed=seed, dtype=dtype)}
-    for i in range(n_layers):
-        p, s = f"blocks.{i}.", seed + 100 * (i + 1)
-        state.update(C.layer_norm_state(p + "ln1.", d, seed=s, dtype=dtype))
-        state.update(C.mha_state(p + "attn.", d, seed=s + 10, dtype=dtype, bias=False, gain=1.5))
-        state.update(C.layer_norm_state(p + "ln2.", d, seed=s + 50, dtype=dtype))
-        state.update(C.linear_state(p + "ffn.0.", d_ff, d, seed=s + 60, dtype=dtype))
-        state.update(C.linear_state(p + "ffn.2.", d, d_ff, seed=s + 70, dtype=dtype))
-    state.update(C.layer_norm_state("ln_f.", d, seed=seed + 50, dtype=dtype))
-    return state
-
-
 @C.once
 def _mistakes(tokens, state, cfg):
     def variant(**options):
@@ -288,7 +273,7 @@ def test_gpt_loads_random_state_dict(student):
     parameters then hold exactly the loaded values (so no two blocks or norms share a module)."""
     cfg = (9, 6, 3, 10, 2)
     module = C.new(student, "GPT", *cfg, 8)
-    _load(module, _gpt_state(cfg, seed=2000, dtype=F32))
+    _load(module, reference.gpt_state(cfg, seed=2000, dtype=F32))
 
 
 def test_gpt_output_shape_and_dtype(student):
@@ -296,7 +281,7 @@ def test_gpt_output_shape_and_dtype(student):
     .to(torch.float64)), also for a single token."""
     cfg, max_len, b, s = CONFIGS[0]
     for dtype in (F32, F64):
-        module = _build(student, cfg, max_len, _gpt_state(cfg, seed=2100, dtype=dtype), dtype)
+        module = _build(student, cfg, max_len, reference.gpt_state(cfg, seed=2100, dtype=dtype), dtype)
         for seq in (s, 1):
             tokens = reference.random_tokens(b, seq, cfg[0], seed=2105 + seq)
             C.expect_tensor(module(tokens), what=f"{module.label} logits", inputs={"tokens": tokens},
@@ -307,7 +292,7 @@ def test_gpt_matches_reference(student):
     """GPT's logits equal the reference model's (embedding, pre-norm blocks with RoPE attention and a GELU
     feed-forward network, ln_f, tied head) with the same random weights (float32; 1 to 3 layers, 1 to 4 heads)."""
     for i, (cfg, max_len, b, s) in enumerate(CONFIGS):
-        state = _gpt_state(cfg, seed=2200 + 1000 * i, dtype=F32)
+        state = reference.gpt_state(cfg, seed=2200 + 1000 * i, dtype=F32)
         module = _build(student, cfg, max_len, state)
         tokens = reference.random_tokens(b, s, cfg[0], seed=2205 + i)
         _compare(module, tokens, state, cfg, F32, what=f"{module.label} logits")
@@ -316,7 +301,7 @@ def test_gpt_matches_reference(student):
 def test_gpt_float64_matches_reference(student):
     """After .to(torch.float64), GPT's logits match the reference to float64 precision."""
     cfg, max_len, b, s = CONFIGS[0]
-    state = _gpt_state(cfg, seed=2300, dtype=F64)
+    state = reference.gpt_state(cfg, seed=2300, dtype=F64)
     module = _build(student, cfg, max_len, state, F64)
     tokens = reference.random_tokens(b, s, cfg[0], seed=2305)
     _compare(module, tokens, state, cfg, F64, what=f"{module.label} logits (float64)")
@@ -325,7 +310,7 @@ def test_gpt_float64_matches_reference(student):
 def test_gpt_is_causal(student):
     """The logits at positions 0..t are bit-identical whatever the tokens after t (float64, every t)."""
     cfg, max_len, b, s = (11, 8, 2, 16, 2), 10, 2, 7
-    module = _build(student, cfg, max_len, _gpt_state(cfg, seed=2400, dtype=F64), F64)
+    module = _build(student, cfg, max_len, reference.gpt_state(cfg, seed=2400, dtype=F64), F64)
     tokens = reference.random_tokens(b, s, cfg[0], seed=2405)
     what = f"{module.label} logits (float64, tokens [{b}, {s}])"
     base = C.expect_tensor(module(tokens), what=what, shape=(b, s, cfg[0]), dtype=F64)
@@ -344,7 +329,7 @@ def test_gpt_cached_decoding_matches_the_full_call(student):
     """Feeding the tokens one at a time (start_pos=t, use_cache=True) through every layer gives the logits of
     one full call, position by position (float64, 2 and 3 layers, up to max_len tokens)."""
     for i, (cfg, max_len, b, s) in enumerate([((11, 8, 2, 16, 2), 9, 2, 9), ((10, 16, 4, 24, 3), 16, 1, 10)]):
-        state = _gpt_state(cfg, seed=2500 + 1000 * i, dtype=F64)
+        state = reference.gpt_state(cfg, seed=2500 + 1000 * i, dtype=F64)
         module = _build(student, cfg, max_len, state, F64)
         _check_cached(module, reference.random_tokens(b, s, cfg[0], seed=2505 + i), state, cfg, [1] * s,
                       what=f"{module.label}, token-by-token decoding")
@@ -354,7 +339,7 @@ def test_gpt_chunked_prefill_matches_the_full_call(student):
     """Feeding a prompt of 4 tokens, then chunks of 1, 3 and 2 tokens with the cache gives the logits of one
     full call (float64)."""
     cfg, max_len, b, s = (11, 8, 2, 16, 2), 12, 2, 10
-    state = _gpt_state(cfg, seed=2600, dtype=F64)
+    state = reference.gpt_state(cfg, seed=2600, dtype=F64)
     module = _build(student, cfg, max_len, state, F64)
     _check_cached(module, reference.random_tokens(b, s, cfg[0], seed=2605), state, cfg, [4, 1, 3, 2],
                   what=f"{module.label}, chunked decoding")

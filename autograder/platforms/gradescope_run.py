@@ -21,13 +21,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from autograder.batch import grade_report
 from autograder.host.limits import Limits
 from autograder.host.sandbox import Zygote, isolation_refused
 from autograder.interrupts import JudgingInterrupted, interruption, raise_terminated
-from autograder.judging.fingerprint import assignment_fingerprint
 from autograder.judging.rubric import Rubric, load_rubric
 from autograder.protocol import clean_text
-from autograder.reports.results import VISIBILITIES, fenced, gradescope, summary, write_json_atomic
+from autograder.reports.results import VISIBILITIES, fenced, summary, write_json_atomic
 
 LISTED_FILES = 10  # names a "not graded" message quotes from the submission
 
@@ -83,14 +83,9 @@ def not_graded(rubric: Rubric, reason: str, seconds: float, visibility: str) -> 
 def grade(notebook: Path, rubric: Rubric, limits: Limits, visibility: str) -> dict[str, Any]:
     """Grades `notebook` in the sandbox; prints the summary (for the instructor's log) and returns results.json.
     Raises JudgingInterrupted when stopped before the grade was complete."""
-    fingerprint = assignment_fingerprint(rubric, limits)  # before grading: the suites the judge will read
     Zygote.shared()  # the zygote imports torch while this process imports the judge
-    from autograder.grading import grade_file
-
-    result = grade_file(notebook, rubric, limits)
+    result, report = grade_report(notebook, rubric, limits, visibility)
     print(summary(result))
-    report = gradescope(result, cells_sha256=result.cells_sha256, assignment_fingerprint=fingerprint,
-                        visibility=visibility)
     # Gradescope shows it; the kit's own results.json leaves it out, so that a regrade gives the same bytes
     return {**report, "execution_time": round(result.seconds, 2)}
 

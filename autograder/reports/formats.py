@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Iterable
+from typing import Sequence
 
 from autograder.judging.rubric import PartScore, TestScore
 from autograder.protocol import clean_text
@@ -102,9 +102,7 @@ def write(args: argparse.Namespace, result: GradeResult) -> None:
         fmt.writer().write(result, path)
 
 
-def write_batch(args: argparse.Namespace, assignment: str,
-                results: Iterable[tuple[str, GradeResult]]) -> None:
-    results = list(results)  # read once, written in every format asked for
+def write_batch(args: argparse.Namespace, assignment: str, results: Sequence[tuple[str, GradeResult]]) -> None:
     for fmt, path in requested(args):
         if fmt.batch:
             fmt.writer().write_batch(assignment, results, path)
