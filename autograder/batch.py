@@ -18,6 +18,7 @@ import json
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -174,12 +175,23 @@ def _worker_sigterm(signum: int, frame: Any) -> None:
         raise_terminated(signum, frame)
 
 
-def _init_worker() -> None:
+def _init_worker(controls: list[socket.socket], taken: Any) -> None:
+    """Each worker adopts one of the controls its parent attached to the batch's zygote (`taken` counts the
+    ones adopted) and closes the others."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the main process decides
     signal.signal(signal.SIGTERM, _worker_sigterm)
     from autograder.host.sandbox import Zygote
 
-    Zygote.shared()  # the zygote imports torch while this worker imports the judge for its first submission
+    with taken.get_lock():
+        mine = taken.value
+        taken.value += 1
+    for index, control in enumerate(controls):
+        if index != mine:
+            control.close()
+    if mine < len(controls):
+        Zygote.adopt(controls[mine])
+    else:  # a worker beyond those planned: a zygote of its own
+        Zygote.shared()
 
 
 def _grade_in_worker(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limits) -> str:
@@ -202,20 +214,35 @@ def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs:
             for entry in pending:
                 graded(_grade_and_record(entry, out_dir, rubric, limits))
     else:
-        # each submission's grading waits mostly on its own child; a few run side by side.  Workers are
-        # spawned, not forked, so none inherits another's threads or sandboxes.
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_init_worker) as pool, progress(len(pending), log) as graded:
-            futures = [pool.submit(_grade_in_worker, entry, out_dir, rubric, limits) for entry in pending]
-            try:
-                for future in as_completed(futures):
-                    graded(future.result())
-            except BaseException:  # a signal here, or a worker's submission stopped: stop the whole batch
-                for future in futures:
-                    future.cancel()
-                for process in list(pool._processes.values()):  # the executor has no public way to stop a task
-                    process.terminate()
-                raise
+        # each submission's grading waits mostly on its own child; a few run side by side.  The workers are
+        # forked from a server that imported the judge and torch once, not from this process, so none inherits
+        # another's threads or sandboxes; their children all come from one zygote, started here meanwhile.
+        from autograder.host.sandbox import Zygote, ZygoteFailed
+
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["autograder.grading"])
+        try:
+            zygote = Zygote.shared()
+            controls = [zygote.attach() for _ in range(jobs)]
+        except ZygoteFailed as exc:  # the grader's own failure: nothing graded, nothing recorded
+            raise JudgingInterrupted(f"could not start the batch's zygote ({exc})") from exc
+        try:
+            with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker,
+                                     initargs=(controls, context.Value("i", 0))) as pool, \
+                    progress(len(pending), log) as graded:
+                futures = [pool.submit(_grade_in_worker, entry, out_dir, rubric, limits) for entry in pending]
+                try:
+                    for future in as_completed(futures):
+                        graded(future.result())
+                except BaseException:  # a signal here, or a worker's submission stopped: stop the whole batch
+                    for future in futures:
+                        future.cancel()
+                    for process in list(pool._processes.values()):  # the executor cannot stop a running task
+                        process.terminate()
+                    raise
+        finally:
+            for control in controls:
+                control.close()
     write_grades_csv(out_dir, entries, rubric)
     return entries
 

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
 
-from autograder import platforms
+from autograder import platforms, service
 from autograder.authoring import check_suite
 from autograder.authoring.assignment import chosen_assignment
 from autograder.interrupts import JudgingInterrupted, interruption, raise_terminated
@@ -50,6 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     formats.add_flags(grade_all, batch=True)
     grade_all.add_argument("--html", type=Path, metavar="DIR",
                            help="also write feedback pages to DIR: students/<student>.html and the class's index.html")
+    serve = commands.add_parser("serve", help="keep a warm grader running: `grade` commands run with "
+                                              f"{service.VARIABLE}=SOCKET are graded by it")
+    serve.add_argument("--socket", type=Path, default=os.environ.get(service.VARIABLE) or None,
+                       help=f"where to listen, in a folder only you may enter (default: ${service.VARIABLE})")
+    serve.add_argument("--assignment", action="append", default=[], dest="assignments", metavar="ASSIGNMENT",
+                       help="collect this assignment's suites at start (repeatable; others are collected when "
+                            "first graded)")
     check = commands.add_parser("check-suite", help="grade the catalogue of known mistakes and correct variants: "
                                                     "the hidden suite's mutation score")
     check_suite.add_arguments(check)
@@ -80,6 +88,12 @@ def _stopped(exc: BaseException, consequence: str) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "grade" and (address := os.environ.get(service.VARIABLE)):
+        code = service.grade_through(address, list(sys.argv[1:] if argv is None else argv))
+        if code is not None:
+            return code
     if args.command == "check-suite":
         return check_suite.run_from_arguments(args)
     if args.command == "export":
@@ -100,6 +114,20 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "grade":
         return _grade(args, rubric)
     return _grade_all(args, rubric)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if args.socket is None:
+        print(f"python -m autograder: error: serve needs --socket or ${service.VARIABLE}", file=sys.stderr)
+        return USAGE_ERROR
+    os.environ.pop(service.VARIABLE, None)  # the service grades by itself, never through itself
+    try:
+        for name in args.assignments:
+            load_rubric(name)
+        return service.serve(args.socket, args.assignments, lambda line: print(line, file=sys.stderr, flush=True))
+    except (RubricError, service.ServiceError) as exc:
+        print(f"python -m autograder: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
 
 
 def _grade(args: argparse.Namespace, rubric) -> int:

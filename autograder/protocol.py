@@ -172,6 +172,8 @@ def send(sock: socket.socket, header: dict[str, Any], blobs: list[bytes] = ()) -
 
 def _recv_exact(sock: socket.socket, size: int, deadline: float | None) -> bytes:
     chunks, remaining = [], size
+    if deadline is None and sock.gettimeout() is not None:
+        sock.settimeout(None)  # no deadline means none, whatever an earlier call left on the socket
     while remaining:
         if deadline is not None:
             left = deadline - time.monotonic()

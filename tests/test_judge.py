@@ -259,6 +259,17 @@ def test_a_suite_is_imported_and_collected_once_per_process(counting):
     assert events(counting) == COLLECTED + ["setup", "teardown"] * 3 + COLLECTED + ["setup", "teardown"]
 
 
+def test_the_judge_loads_no_installed_pytest_plugin(counting):
+    """Plugins installed beside the kit (this environment has xdist, hypothesis, anyio's) would run their hooks
+    around every check and cost half a second at each start: the judge's pytest has only its own."""
+    from importlib.metadata import entry_points
+
+    assert entry_points(group="pytest11"), "this test needs an installed plugin to mean anything"
+    verdicts(counting, Recorder())
+    (session,) = (s for key, s in judge._sessions.items() if key == (str(counting[0]),))
+    assert session.config.pluginmanager.list_plugin_distinfo() == []
+
+
 @pytest.mark.parametrize("order", [("right", "wrong"), ("wrong", "right")])
 def test_each_submission_gets_fresh_fixtures_and_its_own_outcomes(counting, order):
     expected = {"right": RIGHT, "wrong": {**RIGHT, "test_answer": (False, "got 41")}}

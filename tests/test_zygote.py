@@ -138,3 +138,76 @@ def test_neither_zygote_nor_children_outlive_the_grader(how):
         grader.kill()
     grader.wait(timeout=30)
     assert _gone(zygote, 10) and _gone(child, 10)
+
+
+ADOPTER = """
+import socket, sys
+sys.path.insert(0, {root!r})
+from autograder.host.limits import Limits
+from autograder.host.sandbox import Sandbox, Zygote
+Zygote.adopt(socket.socket(fileno={fd}))
+sandbox = Sandbox(["while True:\\n    pass"], Limits(), [])
+print(sandbox.process.pid, flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_worker_that_adopts_the_zygote_gets_children_from_it_and_takes_them_along_when_it_dies():
+    zygote = Zygote.shared()
+    own = Sandbox(["while True:\n    pass"], Limits(), [])
+    control = zygote.attach()
+    try:
+        worker = subprocess.Popen([sys.executable, "-c", ADOPTER.format(root=str(REPO), fd=control.fileno())],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  pass_fds=[control.fileno()])
+        control.close()  # the worker holds the only copy: its death is the socket's end
+        theirs = int(worker.stdout.readline())
+        assert _parent_of(theirs) == zygote.process.pid  # not a zygote of the worker's own
+        worker.kill()
+        worker.wait(timeout=30)
+        assert _gone(theirs, 10), "a child outlived the grading process that asked for it"
+        assert zygote.alive and own.process.poll() is None  # the zygote and the others' children go on
+        assert Zygote.shared() is zygote
+    finally:
+        own.kill()
+
+
+def _processes_under(root: int) -> dict[int, tuple[int, bytes]]:
+    """pid -> (parent pid, command line) of every process descending from `root`."""
+    table = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            table[int(proc.name)] = (parent, (proc / "cmdline").read_bytes())
+        except (ValueError, OSError):
+            continue
+
+    def descends(pid: int) -> bool:
+        while pid in table and pid != root:
+            pid = table[pid][0]
+        return pid == root
+
+    return {pid: row for pid, row in table.items() if pid != root and descends(pid)}
+
+
+def test_grade_all_workers_share_one_zygote_started_by_the_batch(tmp_path):
+    folder, out = tmp_path / "class", tmp_path / "out"
+    folder.mkdir()
+    for name in "abcd":
+        (folder / f"{name}.py").write_text(SOLUTION)
+    batch = subprocess.Popen([sys.executable, "-m", "autograder", "grade-all", str(folder), "-o", str(out),
+                              "--jobs", "2", "--assignment", "transformer_block"], cwd=REPO,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    zygotes, children = set(), set()
+    while batch.poll() is None:
+        table = _processes_under(batch.pid)
+        ours = {pid: parent for pid, (parent, command) in table.items() if b"autograder.child.zygote" in command}
+        # a zygote is the first of its line; what it forks (and what those fork in turn) shows its command too
+        found = {pid: parent for pid, parent in ours.items() if parent not in ours}
+        zygotes.update(pid if parent == batch.pid else ("not the batch's child", pid) for pid, parent in found.items())
+        children.update((pid, parent) for pid, parent in ours.items() if parent in found)
+        time.sleep(0.05)
+    assert batch.wait() == 0, batch.stderr.read()
+    assert len(zygotes) == 1 and children, (zygotes, children)  # one zygote, the batch's own child
+    assert {parent for _, parent in children} == zygotes  # every submission's process came from it
+    assert len(list(out.glob("*.json"))) == 4

@@ -10,9 +10,11 @@ into a fresh output folder:
 
 1. nbgrader's default `nbgrader autograde` (kernel execution, visible checks only) on a plain course;
 2. the kit through `nbgrader autograde`, one command for the class, as an instructor runs it;
-3. `python -m autograder grade FILE`, once per file, as course CI runs it;
-4. `python -m autograder grade-all DIR --jobs 2`;
-5. `python -m autograder grade-all DIR --scheduler ADDRESS` on a local Dask cluster of two one-thread
+3. `python -m autograder grade FILE`, once per file, as course CI runs it (each command starts cold);
+4. the same commands with AUTOGRADER_SERVICE set, graded by `python -m autograder serve` (started, and its
+   suites collected, before the clock starts; its memory counts);
+5. `python -m autograder grade-all DIR --jobs 2`;
+6. `python -m autograder grade-all DIR --scheduler ADDRESS` on a local Dask cluster of two one-thread
    workers (started before the clock starts; their memory counts).
 
 Memory is the peak, over samples every half second, of the proportional set size (Pss) summed over the
@@ -292,6 +294,42 @@ class DaskCluster:
         return [p.pid for p in self.processes]
 
 
+class GradingService:
+    """`python -m autograder serve` on a private socket, for one way; ready before the clock starts."""
+
+    def __init__(self, folder: Path, assignment: str) -> None:
+        self.folder, self.assignment = folder, assignment
+        self.socket = folder / "service.sock"
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> GradingService:
+        self.folder.mkdir(mode=0o700, parents=True)
+        log = self.folder / "service.log"
+        with log.open("ab") as out:
+            self.process = subprocess.Popen([sys.executable, "-m", "autograder", "serve", "--socket", str(self.socket),
+                                             "--assignment", self.assignment], cwd=REPO_ROOT, stdout=out, stderr=out)
+        deadline = time.monotonic() + 120
+        while b"ready" not in log.read_bytes():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.__exit__()
+                raise RuntimeError(f"the grading service did not start:\n{log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.1)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "AUTOGRADER_SERVICE": str(self.socket)}
+
+
 # --- the floor ---------------------------------------------------------------------------------------------
 
 
@@ -420,6 +458,17 @@ def _run(work: Path, count: int, assignment: str) -> int:
     ways.append(measure(Way("kit: python -m autograder grade FILE, per file"),
                         [[*kit, "grade", str(n), "--assignment", assignment, "-o", str(out / f"{n.stem}.json")] for n in notebooks], log,
                         cwd=REPO_ROOT))
+    out = work / "out-served"
+    served = Way("kit: grade FILE per file, through `serve`")
+    try:
+        with GradingService(work / "service", assignment) as service:
+            measure(served, [[*kit, "grade", str(n), "--assignment", assignment, "-o", str(out / f"{n.stem}.json")]
+                             for n in notebooks], log, cwd=REPO_ROOT, env=service.env, also=[service.process.pid])
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
+        served.skipped = f"failed ({str(exc).splitlines()[0][:80]})"
+        shutil.rmtree(out, ignore_errors=True)
+    ways.append(served)
     out = work / "out-jobs"
     ways.append(measure(Way("kit: grade-all --jobs 2"), [[*kit, "grade-all", str(work / "class"), "--assignment", assignment, "-o", str(out),
                                                           "--jobs", "2"]], log, cwd=REPO_ROOT,
@@ -451,7 +500,7 @@ def _run(work: Path, count: int, assignment: str) -> int:
 def _agreement(work: Path, assignment: str) -> str:
     """The kit's ways must give every student the same grade; a difference is printed, not hidden."""
     by_way = {"nbgrader": scores_from_gradebook(Course(work / "kit", assignment))}
-    for name in ("out-grade", "out-jobs", "out-dask"):
+    for name in ("out-grade", "out-served", "out-jobs", "out-dask"):
         if (work / name).is_dir():
             by_way[name] = scores_from_folder(work / name)
     reference = by_way["out-grade"]

@@ -11,6 +11,11 @@ The control socket carries, grader to zygote, {"spawn": config} with the child's
 attached descriptors; zygote to grader, {"pid": n} for each spawn and {"exited": n, "status": s} when a child
 ends (the zygote is its parent and reaps it).  When the grader goes away the zygote kills its children and
 exits.
+
+One zygote can serve several grading processes (grade-all's workers): the grader that started it sends
+{"attach": true} with one end of a new control socket, and hands the other end to a worker, which then asks
+for children on it like the grader would.  Each control socket hears only of its own children, and when one
+closes, its children are killed; when the first one closes, everything ends.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import signal
 import socket
 import sys
 import traceback
+from typing import Iterable
 
 PR_SET_PDEATHSIG = 1
 MAX_CONTROL_BYTES = 1 << 20
@@ -37,19 +43,22 @@ def _send(control: socket.socket, message: dict) -> None:
     control.send(json.dumps(message).encode())  # one datagram: the socket is SOCK_SEQPACKET
 
 
-def _reap(control: socket.socket, children: set[int]) -> None:
-    while children:
+def _reap(owners: dict[int, socket.socket]) -> None:
+    while owners:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
-        children.discard(pid)
-        _send(control, {"exited": pid, "status": status})
+        control = owners.pop(pid)
+        try:
+            _send(control, {"exited": pid, "status": status})
+        except OSError:
+            pass  # the grading process that asked for it is gone
 
 
-def _kill_all(children: set[int]) -> None:
+def _kill_all(children: Iterable[int]) -> None:
     for pid in children:
         for kill in (os.killpg, os.kill):  # the group once the child has called setsid(), the child before
             try:
@@ -58,14 +67,35 @@ def _kill_all(children: set[int]) -> None:
                 pass
 
 
-def serve(control: socket.socket) -> None:
+def _spawn(request: dict, fds: list[int]) -> int:
+    pid = os.fork()
+    if pid == 0:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        code = 70
+        try:
+            from autograder.child.serve import start_forked
+
+            start_forked(request["spawn"], fds)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:  # noqa: BLE001 - said on the child's own output, which the judge keeps
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    return pid
+
+
+def serve(first: socket.socket) -> None:
     wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that the wake-up pipe hears of every exit
-    children: set[int] = set()
+    controls = [first]
+    owners: dict[int, socket.socket] = {}  # child pid -> the control socket that asked for it
     try:
         while True:
-            ready, _, _ = select.select([control, wake_read], [], [])
+            ready, _, _ = select.select([*controls, wake_read], [], [])
             if wake_read in ready:
                 while True:
                     try:
@@ -73,35 +103,34 @@ def serve(control: socket.socket) -> None:
                             break
                     except BlockingIOError:
                         break
-                _reap(control, children)
-            if control not in ready:
-                continue
-            data, fds, _, _ = socket.recv_fds(control, MAX_CONTROL_BYTES, 4)
-            if not data:
-                return  # the grader is gone
-            request = json.loads(data)
-            pid = os.fork()
-            if pid == 0:
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                code = 70
+                _reap(owners)
+            for control in (c for c in controls if c in ready):
+                data, fds, _, _ = socket.recv_fds(control, MAX_CONTROL_BYTES, 4)
+                if not data:
+                    if control is first:
+                        return  # the grader that started it is gone
+                    controls.remove(control)
+                    _kill_all(pid for pid, owner in owners.items() if owner is control)
+                    control.close()
+                    continue
+                request = json.loads(data)
+                if request.get("attach") and control is first and len(fds) == 1:
+                    controls.append(socket.socket(fileno=fds[0]))
+                    continue
+                if "spawn" not in request:
+                    for fd in fds:
+                        os.close(fd)
+                    continue
+                pid = _spawn(request, fds)
+                owners[pid] = control
+                for fd in fds:
+                    os.close(fd)
                 try:
-                    from autograder.child.serve import start_forked
-
-                    start_forked(request["spawn"], fds)
-                    code = 0
-                except SystemExit as exc:
-                    code = exc.code if isinstance(exc.code, int) else 1
-                except BaseException:  # noqa: BLE001 - said on the child's own output, which the judge keeps
-                    traceback.print_exc()
-                finally:
-                    os._exit(code)
-            children.add(pid)
-            for fd in fds:
-                os.close(fd)
-            _send(control, {"pid": pid})
+                    _send(control, {"pid": pid})
+                except OSError:  # asked for by a grading process that is gone since
+                    _kill_all([pid])
     finally:
-        _kill_all(children)
+        _kill_all(owners)
 
 
 def main() -> None:

@@ -124,21 +124,25 @@ class Zygote:
     """The grader's side of autograder.child.zygote: starts it, asks it for children, hears how they ended.
 
     One per grading process, shared by every Sandbox in it (`Zygote.shared()`), started on first use and
-    started again if it died."""
+    started again if it died.  A batch's worker processes can share their parent's instead: it `attach`es a
+    control socket for each, and each worker `adopt`s one."""
 
     _shared: "Zygote | None" = None
     _shared_lock = threading.Lock()
 
-    def __init__(self) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.control = ours
-        self.errors = tempfile.TemporaryFile()  # what the zygote says if it fails (its children have their own)
-        bootstrap = f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from autograder.child.zygote import main; main()"
-        self.process = subprocess.Popen(
-            [sys.executable, "-I", "-u", "-c", bootstrap, str(theirs.fileno())], stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=self.errors, env={**CHILD_ENV, "HOME": "/nonexistent"},
-            cwd="/", pass_fds=[theirs.fileno()], start_new_session=True)  # Ctrl-C is the grader's to handle
-        theirs.close()
+    def __init__(self, control: socket.socket | None = None) -> None:
+        self.process: subprocess.Popen | None = None
+        self.errors = None  # what the zygote says if it fails (its children have their own)
+        if control is None:
+            control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            self.errors = tempfile.TemporaryFile()
+            bootstrap = f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from autograder.child.zygote import main; main()"
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-u", "-c", bootstrap, str(theirs.fileno())], stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=self.errors, env={**CHILD_ENV, "HOME": "/nonexistent"},
+                cwd="/", pass_fds=[theirs.fileno()], start_new_session=True)  # Ctrl-C is the grader's to handle
+            theirs.close()
+        self.control = control
         self.exits: dict[int, int] = {}  # pid -> wait status, for children that ended
         self.changed = threading.Condition()
         self.replies: list[dict] = []   # answers to spawn requests, in order
@@ -154,6 +158,26 @@ class Zygote:
             if cls._shared is None or not cls._shared.alive or cls._shared.owner != os.getpid():
                 cls._shared = cls()
             return cls._shared
+
+    def attach(self) -> socket.socket:
+        """A control socket of its own on this zygote, for another grading process to `adopt`."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with self.spawning:
+                socket.send_fds(self.control, [json.dumps({"attach": True}).encode()], [ours.fileno()])
+        except OSError as exc:
+            theirs.close()
+            raise ZygoteFailed(f"the zygote is gone ({exc.strerror})") from None
+        finally:
+            ours.close()
+        return theirs
+
+    @classmethod
+    def adopt(cls, control: socket.socket) -> None:
+        """From now on this process's sandboxes are children of the zygote at the other end of `control` (from
+        `attach` in another process); should it end, the next sandbox starts a zygote of this process's own."""
+        with cls._shared_lock:
+            cls._shared = cls(control)
 
     def _listen(self) -> None:
         """Reads the zygote's messages; checked for shape, although the zygote runs no student code."""
@@ -190,6 +214,8 @@ class Zygote:
                 return ForkedChild(self, self.replies.pop(0)["pid"])
 
     def last_words(self) -> str:
+        if self.errors is None:
+            return "the zygote this process shared with its batch is gone"
         self.errors.seek(0)
         lines = self.errors.read().decode("utf-8", "replace").strip().splitlines()
         return lines[-1][:300] if lines else f"exit status {self.process.poll()}"

@@ -39,6 +39,9 @@ NOT_RUN = "not run: judging stopped before this check"
 MAX_SESSIONS = 8  # distinct suite sets kept warm in one process; a grader uses one, the kit's tests a few
 
 PYTEST_ARGS = [
+    # only pytest's own plugins: whatever else is installed beside the kit (xdist, hypothesis, anyio...) would
+    # be imported, its files assertion-rewritten and its hooks run at every check, half a second per start-up
+    "--disable-plugin-autoload",
     "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist", "-p", "no:warnings",
     # each installs a process-wide hook (sys.unraisablehook, threading.excepthook, faulthandler) for as long
     # as the session lives, i.e. for the whole grading process, and the first two would report, as warnings
@@ -359,6 +362,13 @@ def _warm_session(suite_files: Sequence[Path]) -> SuiteSession:
     for old in idle[:max(0, len(_sessions) - MAX_SESSIONS)]:
         _sessions.pop(old)._discard()
     return session
+
+
+def collect(suite_files: Sequence[Path]) -> None:
+    """Import and collect these suites now (a warm process that will grade against them), not at the first run.
+    Raises SuiteError when they do not collect."""
+    with _lock:
+        _warm_session(suite_files)
 
 
 @atexit.register
