@@ -1,6 +1,8 @@
 """One submission, start to finish: read it, run it in a sandbox, judge it, score it."""
 from __future__ import annotations
 
+import gc
+import os
 import time
 from pathlib import Path
 
@@ -43,7 +45,21 @@ def grade_file(path: Path, rubric: Rubric, limits: Limits) -> GradeResult:
         raise interruption(exc, f"while grading {as_text(path.name)}") from exc
 
 
+_frozen_in: int | None = None  # the process that froze its imports
+
+
+def _freeze_imports() -> None:
+    """Once per process, before its first grade: torch, pytest and the judge (imported, and shared with the
+    forkserver's other workers until written) are moved out of the garbage collector's sight.  Every
+    collection would otherwise walk them, costing time and copying each shared page it touches."""
+    global _frozen_in
+    if _frozen_in != os.getpid():
+        _frozen_in = os.getpid()
+        gc.freeze()
+
+
 def _grade_file(path: Path, rubric: Rubric, limits: Limits) -> GradeResult:
+    _freeze_imports()
     started = time.monotonic()
     torch.set_num_threads(1)  # references computed the same way whatever the machine
     result = GradeResult(as_text(path.name), file_sha256(path), rubric.assignment, [], rubric.max_score)

@@ -211,3 +211,25 @@ def test_grade_all_workers_share_one_zygote_started_by_the_batch(tmp_path):
     assert len(zygotes) == 1 and children, (zygotes, children)  # one zygote, the batch's own child
     assert {parent for _, parent in children} == zygotes  # every submission's process came from it
     assert len(list(out.glob("*.json"))) == 4
+
+
+def test_what_the_zygote_and_a_grader_imported_is_out_of_the_collectors_sight():
+    """Collections that walk torch's objects cost a tenth of a submission's time and copy the pages that
+    fork shares: children inherit the zygote's frozen imports, and a grading process freezes its own."""
+    from autograder.host.remote import RemoteSubmission
+
+    child = RemoteSubmission(["import gc\ndef frozen():\n    return gc.get_freeze_count()"], Limits(), [])
+    try:
+        assert child.call("frozen") > 50_000
+    finally:
+        child.close()
+    grader = subprocess.run([sys.executable, "-c", "import gc, pathlib, sys\n"
+                             "from autograder.grading import grade_file\n"
+                             "from autograder.host.limits import Limits\n"
+                             "from autograder.judging.rubric import load_rubric\n"
+                             "before = gc.get_freeze_count()\n"
+                             "grade_file(pathlib.Path(sys.argv[1]), load_rubric('transformer_block'), Limits())\n"
+                             "print(before, gc.get_freeze_count())", str(REPO / "solutions" / "transformer_block.py")],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    before, after = map(int, grader.stdout.split())
+    assert before == 0 and after > 50_000, grader.stderr[-2000:]
