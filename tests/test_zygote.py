@@ -173,13 +173,18 @@ def test_a_worker_that_adopts_the_zygote_gets_children_from_it_and_takes_them_al
 
 
 def _processes_under(root: int) -> dict[int, tuple[int, bytes]]:
-    """pid -> (parent pid, command line) of every process descending from `root`."""
+    """pid -> (parent pid, command line) of every process descending from `root` in this PID namespace: a
+    submission's own processes, in namespaces of their own, are left out (a moment after their parent was
+    killed they may show another parent)."""
     table = {}
     for proc in Path("/proc").iterdir():
         try:
+            status = (proc / "status").read_text()
+            if len(next(line for line in status.splitlines() if line.startswith("NSpid:")).split()) > 2:
+                continue
             parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
             table[int(proc.name)] = (parent, (proc / "cmdline").read_bytes())
-        except (ValueError, OSError):
+        except (ValueError, OSError, StopIteration):
             continue
 
     def descends(pid: int) -> bool:

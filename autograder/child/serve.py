@@ -147,6 +147,9 @@ class Server:
         if op == "load_state_dict":
             obj.load_state_dict(kwargs["state"], strict=bool(kwargs.get("strict", True)))
             return None
+        if op == "load_and_list":
+            obj.load_state_dict(kwargs["state"], strict=False)
+            return dict(obj.named_parameters())
         if op == "to":
             obj.to(getattr(torch, kwargs["dtype"]) if kwargs.get("dtype") in self.protocol.DTYPES else None)
             return None

@@ -313,12 +313,15 @@ class RemoteSubmission(Submission):
 
 def _subject(op: str, name: str | None, class_name: str) -> str:
     """What a request exercises, for remembering which code hangs or crashes: a function, a constructor,
-    or one method of a class (forward and its backward count as one)."""
+    or one method of a class (forward and its backward count as one, as do loading and loading-and-listing)."""
     if op in ("call", "vjp"):
         return str(name)
     if op == "new":
         return f"{name}()"
-    return f"{class_name}.{'forward' if op == 'forward_vjp' else op}"
+    return f"{class_name}.{SAME_SUBJECT.get(op, op)}"
+
+
+SAME_SUBJECT = {"forward_vjp": "forward", "load_and_list": "load_state_dict"}
 
 
 def _vjp_result(value: Any) -> tuple[Any, list[list[torch.Tensor | None]]]:
@@ -341,8 +344,8 @@ class RemoteModule(ModuleHandle):
     def vjp(self, args, kwargs, cotangents):
         return _vjp_result(self._ask("forward_vjp", args=args, kwargs=kwargs, cotangents=cotangents))
 
-    def _tensors(self, op: str) -> dict[str, torch.Tensor]:
-        value = self._ask(op)
+    def _tensors(self, op: str, **fields: Any) -> dict[str, torch.Tensor]:
+        value = self._ask(op, **fields)
         if not isinstance(value, dict) or not all(isinstance(v, torch.Tensor) for v in value.values()):
             raise StudentError("TypeError", f"{op} did not give a mapping of names to tensors")
         return value
@@ -355,6 +358,9 @@ class RemoteModule(ModuleHandle):
 
     def load_state_dict(self, state, strict=True):
         self._ask("load_state_dict", kwargs={"state": dict(state), "strict": strict})
+
+    def load_and_list(self, state):
+        return self._tensors("load_and_list", kwargs={"state": dict(state)})
 
     def to(self, dtype):
         self._ask("to", kwargs={"dtype": str(dtype).removeprefix("torch.")})

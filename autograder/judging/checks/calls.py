@@ -127,8 +127,10 @@ class Module:
         extra buffers (a registered causal mask, persistent or not) and other non-parameter state belong to
         the student and keep their values.  What strictness would catch for parameters is checked here
         instead: named_parameters() must be exactly the loaded names, each holding its loaded values."""
-        self.load_state_dict(state, strict=False)
-        params = self.named_parameters()
+        keys = ", ".join(sorted(state))
+        with student_code(f"loading a state_dict with keys [{keys}] into {self.label} (strict=False) and listing "
+                          "its parameters"):
+            params = self.handle.load_and_list(dict(state))
         what = f"{self.label}: loading the test's weights"
         # values first: a parameter registered under two names (one module assigned to two attributes) is
         # listed once by named_parameters and ends up holding the values loaded into the other name
