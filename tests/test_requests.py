@@ -1,0 +1,85 @@
+"""Round trips: loading a test's weights into a student's module is one request, and it checks and reports
+what it did exactly as the two requests it replaces would."""
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from autograder.host.limits import Limits
+from autograder.host.remote import RemoteSubmission
+from autograder.judging import checks as C
+from autograder.judging.submission import ModuleSubmission
+
+CODE = '''
+import torch
+import torch.nn as nn
+
+
+class Affine(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.lin = nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class Secretive(Affine):
+    def named_parameters(self, *args, **kwargs):
+        raise RuntimeError("not telling")
+'''
+STATE = {"lin.weight": torch.eye(3) * 2, "lin.bias": torch.ones(3)}
+
+
+class Counting(RemoteSubmission):
+    def __init__(self, *args) -> None:
+        self.ops: list[str] = []
+        super().__init__(*args)
+
+    def request(self, op, **fields):
+        self.ops.append(op)
+        return super().request(op, **fields)
+
+
+@pytest.fixture(scope="module")
+def remote():
+    submission = Counting([CODE], Limits(), [])
+    yield submission
+    submission.close()
+
+
+def in_process() -> ModuleSubmission:
+    module = types.ModuleType("student")
+    exec(compile(CODE, "student", "exec"), vars(module))
+    return ModuleSubmission(module)
+
+
+@pytest.mark.parametrize("where", ["sandbox", "in process"])
+def test_loading_weights_is_one_request_and_the_module_holds_them(remote, where):
+    student = remote if where == "sandbox" else in_process()
+    module = C.new(student, "Affine", 3)
+    if where == "sandbox":
+        remote.ops.clear()
+    module.load_weights(STATE)
+    if where == "sandbox":
+        assert remote.ops == ["load_and_list"]
+    assert torch.equal(module(torch.ones(1, 3)), torch.full((1, 3), 3.0))
+
+
+def test_a_failure_while_listing_says_what_was_being_done(remote):
+    module = C.new(remote, "Secretive", 3)
+    with pytest.raises(pytest.fail.Exception) as failure:
+        module.load_weights(STATE)
+    message = str(failure.value)
+    assert "loading a state_dict with keys [lin.bias, lin.weight] into Secretive(3) (strict=False) and listing " \
+           "its parameters" in message and "RuntimeError: not telling" in message, message
+
+
+def test_the_listed_parameters_are_checked_against_what_was_loaded(remote):
+    module = C.new(remote, "Affine", 3)
+    remote.ops.clear()
+    with pytest.raises(pytest.fail.Exception) as failure:
+        module.load_weights({"lin.weight": torch.eye(3)})  # strict=False: loads, then the lists must match
+    assert "named_parameters()" in str(failure.value) and remote.ops == ["load_and_list"]
