@@ -205,6 +205,30 @@ def _grade_in_worker(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limits
         _grading = False
 
 
+@contextlib.contextmanager
+def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
+    """`jobs` grading processes.  Each submission's grading waits mostly on its own child, so a few run side by
+    side.  They are forked from a server that imported the judge and torch once, not from this process, so
+    none inherits another's threads or sandboxes; their sandboxes all come from one zygote, started here
+    while that server imports."""
+    from autograder.host.sandbox import Zygote, ZygoteFailed
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["autograder.grading"])
+    try:
+        zygote = Zygote.shared()
+        controls = [zygote.attach() for _ in range(jobs)]
+    except ZygoteFailed as exc:  # the grader's own failure: nothing graded, nothing recorded
+        raise JudgingInterrupted(f"could not start the zygote of the workers ({exc})") from exc
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker,
+                                 initargs=(controls, context.Value("i", 0))) as pool:
+            yield pool
+    finally:
+        for control in controls:
+            control.close()
+
+
 def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs: int = 1,
               log: Callable[[str], None] = stderr_log) -> list[Entry]:
     """Raises JudgingInterrupted or KeyboardInterrupt when stopped; every result written so far stays."""
@@ -214,35 +238,17 @@ def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs:
             for entry in pending:
                 graded(_grade_and_record(entry, out_dir, rubric, limits))
     else:
-        # each submission's grading waits mostly on its own child; a few run side by side.  The workers are
-        # forked from a server that imported the judge and torch once, not from this process, so none inherits
-        # another's threads or sandboxes; their children all come from one zygote, started here meanwhile.
-        from autograder.host.sandbox import Zygote, ZygoteFailed
-
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["autograder.grading"])
-        try:
-            zygote = Zygote.shared()
-            controls = [zygote.attach() for _ in range(jobs)]
-        except ZygoteFailed as exc:  # the grader's own failure: nothing graded, nothing recorded
-            raise JudgingInterrupted(f"could not start the batch's zygote ({exc})") from exc
-        try:
-            with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker,
-                                     initargs=(controls, context.Value("i", 0))) as pool, \
-                    progress(len(pending), log) as graded:
-                futures = [pool.submit(_grade_in_worker, entry, out_dir, rubric, limits) for entry in pending]
-                try:
-                    for future in as_completed(futures):
-                        graded(future.result())
-                except BaseException:  # a signal here, or a worker's submission stopped: stop the whole batch
-                    for future in futures:
-                        future.cancel()
-                    for process in list(pool._processes.values()):  # the executor cannot stop a running task
-                        process.terminate()
-                    raise
-        finally:
-            for control in controls:
-                control.close()
+        with worker_pool(jobs) as pool, progress(len(pending), log) as graded:
+            futures = [pool.submit(_grade_in_worker, entry, out_dir, rubric, limits) for entry in pending]
+            try:
+                for future in as_completed(futures):
+                    graded(future.result())
+            except BaseException:  # a signal here, or a worker's submission stopped: stop the whole batch
+                for future in futures:
+                    future.cancel()
+                for process in list(pool._processes.values()):  # the executor cannot stop a running task
+                    process.terminate()
+                raise
     write_grades_csv(out_dir, entries, rubric)
     return entries
 

@@ -2,11 +2,9 @@
 back (scores, each test's student-facing output, the error ratios each numeric test observed)."""
 from __future__ import annotations
 
-import multiprocessing
 import os
 import shutil
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +86,9 @@ def run_catalogue(assignment: str, *, workers: int = DEFAULT_WORKERS, names: lis
         if workers <= 1:
             graded = [_grade_star(job) for job in jobs]
         else:
-            context = multiprocessing.get_context("spawn")  # never fork a process that has torch loaded
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            from autograder.batch import worker_pool
+
+            with worker_pool(workers) as pool:
                 graded = list(pool.map(_grade_star, jobs, chunksize=1))
         by_name = {e.name: g for e, g in zip(order, graded)}
         return {e.name: by_name[e.name] for e in entries}
