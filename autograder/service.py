@@ -72,7 +72,7 @@ def grade_through(path: str, argv: list[str]) -> int | None:
             reply, _ = protocol.recv(sock, time.monotonic() + REQUEST_SECONDS, max_payload=0)
     except (OSError, EOFError, protocol.ProtocolError, protocol.Timeout) as exc:
         print(f"python -m autograder: the grading service at {path} stopped answering ({type(exc).__name__}); "
-              "no grade written by this command", file=sys.stderr)
+              "whether it wrote a grade is unknown", file=sys.stderr)
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -136,3 +136,37 @@ def test_the_socket_is_private_and_has_one_service(service, tmp_path):
     refused = run_cli("serve", "--socket", shared / "grading.sock")
     assert refused.returncode == 2 and "must be this user's own and private (chmod 700)" in refused.stderr
     assert not (shared / "grading.sock").exists()
+
+
+@pytest.mark.parametrize("answer, line", [
+    (None, "stopped answering (EOFError); whether it wrote a grade is unknown"),
+    ({"code": "0", "stdout": "", "stderr": ""}, "malformed answer from the grading service at"),
+], ids=["hangs-up", "malformed"])
+def test_a_service_that_hangs_up_or_answers_nonsense_is_one_line_and_exit_1(tmp_path, answer, line):
+    import socket
+    import threading
+
+    from autograder import protocol
+
+    path = tmp_path / "fake.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def fake() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            protocol.recv(conn)
+            if answer is not None:
+                protocol.send(conn, answer)
+
+    threading.Thread(target=fake, daemon=True).start()
+    try:
+        env = {**os.environ, "AUTOGRADER_SERVICE": str(path)}
+        done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(tmp_path / "s.ipynb"), "-o",
+                               str(tmp_path / "r.json")], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=60)
+    finally:
+        listener.close()
+    assert done.returncode == 1 and done.stderr.count("\n") == 1 and line in done.stderr, done.stderr
+    assert not (tmp_path / "r.json").exists()
