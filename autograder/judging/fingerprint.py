@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from autograder import PACKAGE_DIR
-from autograder.judging.rubric import Rubric
+from autograder.judging.rubric import Rubric, suite_sources
 from autograder.host.limits import Limits
 from autograder.host.source_cells import UnreadableSubmission, read_cells
 
@@ -46,13 +46,6 @@ def _limits_json(limits: Limits) -> bytes:
     return json.dumps(values, sort_keys=True).encode("ascii")
 
 
-def _suite_sources(rubric: Rubric) -> list[Path]:
-    """The suites and every Python file beside them (the helper modules they import), by name; not the
-    catalogue/ subfolder, which grading never reads."""
-    files = {*rubric.folder.glob("*.py"), *rubric.suite_files()}
-    return sorted(files, key=lambda p: p.relative_to(rubric.folder).as_posix())
-
-
 def assignment_fingerprint(rubric: Rubric, limits: Limits) -> str:
     """The hidden suites and their helper modules, the rubric (its file, and the release cells it skips while
     unchanged), the kit's engine and the limits, as one sha256.  Suites, helpers and rubric are read on every
@@ -62,7 +55,8 @@ def assignment_fingerprint(rubric: Rubric, limits: Limits) -> str:
     _add(digest, "rubric", (rubric.folder / "rubric.toml").read_bytes())
     # the release's source of the cells grading skips while unchanged: it decides which cells run
     _add(digest, "skipped cells", json.dumps(sorted(rubric.skip_when_unchanged.items())).encode("ascii"))
-    for path in _suite_sources(rubric):
+    # by name within the assignment, so that the same checkout hashes alike wherever it is
+    for path in sorted(suite_sources(rubric.suite_files()), key=lambda p: p.relative_to(rubric.folder).as_posix()):
         _add(digest, f"module {path.relative_to(rubric.folder).as_posix()}", path.read_bytes())
     _add(digest, "limits", _limits_json(limits))
     return digest.hexdigest()

@@ -33,6 +33,7 @@ from _pytest.pathlib import CouldNotResolvePathError, module_name_from_path, res
 
 from autograder.interrupts import JudgingInterrupted, interruption
 from autograder.judging.evidence import FIGURE_TYPES, Figure
+from autograder.judging.rubric import suite_sources
 from autograder.judging.submission import StudentError, Submission, SubmissionBroken
 
 NOT_RUN = "not run: judging stopped before this check"
@@ -212,17 +213,10 @@ def _process_state_kept() -> Iterator[None]:
             os.close(cwd)
 
 
-def _suite_modules(suite_files: Sequence[Path]) -> list[Path]:
-    """The suites and the Python files beside them: the helper modules a suite imports from its folder (and
-    the folder's __init__.py) decide its checks as much as the suite does."""
-    beside = (p for folder in dict.fromkeys(f.parent for f in suite_files) for p in folder.glob("*.py"))
-    return sorted({*suite_files, *beside})
-
-
 def _digest(files: Sequence[Path]) -> str:
     """What the suite files and their helper modules hold: an edited helper is a different suite."""
     h = hashlib.sha256()
-    for path in _suite_modules(files):
+    for path in sorted(suite_sources(files)):
         h.update(os.fsencode(path) + b"\0")
         try:
             h.update(hashlib.sha256(path.read_bytes()).digest())
@@ -235,7 +229,7 @@ def _forget_modules(files: Sequence[Path], root: Path) -> None:
     """pytest's importlib mode returns whatever module sys.modules holds under the name it gives a file (an
     earlier session's import of it, from before an edit; another suite's of the same name), and so does a
     suite's import of a helper beside it: a new session imports its suites and their helpers afresh."""
-    for path in _suite_modules(files):
+    for path in sorted(suite_sources(files)):
         try:
             name = resolve_pkg_root_and_module_name(path)[1]  # its name in its package
         except CouldNotResolvePathError:

@@ -19,12 +19,20 @@ import json
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from autograder import REPO_ROOT
 
 from autograder.host.source_cells import code_text
 from autograder.judging.evidence import MAX_FIGURES, Figure
+
+def suite_sources(suite_files: Sequence[Path]) -> set[Path]:
+    """The suites and every Python file beside them: the helper modules a suite imports from its folder (and
+    the folder's __init__.py) decide its checks as much as the suite does.  Not the subfolders (catalogue/),
+    which grading never reads."""
+    beside = (p for folder in {f.parent for f in suite_files} for p in folder.glob("*.py"))
+    return {*suite_files, *beside}
+
 
 if TYPE_CHECKING:  # the judge imports pytest and torch; scoring needs neither
     from autograder.judging.judge import Outcome
