@@ -246,6 +246,18 @@ def grade_all_supports(flag: str) -> bool:
     return flag in done.stdout
 
 
+def stop(processes: list[subprocess.Popen]) -> None:
+    """SIGTERM to each, in order; then wait, and SIGKILL whatever is still running after 30 s."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 class DaskCluster:
     """`dask scheduler` and `workers` x `dask worker --nthreads 1`, on this machine, for one way."""
 
@@ -280,14 +292,7 @@ class DaskCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for process in reversed(self.processes):  # workers first, so none reconnects to a new scheduler
-            process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(list(reversed(self.processes)))  # workers first, so none reconnects to a new scheduler
 
     @property
     def pids(self) -> list[int]:
@@ -317,13 +322,7 @@ class GradingService:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop([self.process] if self.process is not None else [])
 
     @property
     def env(self) -> dict[str, str]:

@@ -311,6 +311,9 @@ class RemoteSubmission(Submission):
         return RemoteModule(self, handle)
 
 
+SAME_SUBJECT = {"forward_vjp": "forward", "load_and_list": "load_state_dict"}
+
+
 def _subject(op: str, name: str | None, class_name: str) -> str:
     """What a request exercises, for remembering which code hangs or crashes: a function, a constructor,
     or one method of a class (forward and its backward count as one, as do loading and loading-and-listing)."""
@@ -320,8 +323,6 @@ def _subject(op: str, name: str | None, class_name: str) -> str:
         return f"{name}()"
     return f"{class_name}.{SAME_SUBJECT.get(op, op)}"
 
-
-SAME_SUBJECT = {"forward_vjp": "forward", "load_and_list": "load_state_dict"}
 
 
 def _vjp_result(value: Any) -> tuple[Any, list[list[torch.Tensor | None]]]:
