@@ -78,6 +78,10 @@ def _grade_file(path: Path, rubric: Rubric, limits: Limits) -> GradeResult:
     finally:
         result.printed = submission.printed()
         submission.close()
+    if submission.exceeded:  # a bound on the whole submission: no check it passed before counts
+        result.parts = score(rubric, run_suite(rubric.suite_files(), Unjudgeable(submission.exceeded),
+                                               rubric.part_names))
+        submission.report.notices.append(submission.exceeded)
     result.load = submission.report
     result.seconds = time.monotonic() - started
     return result

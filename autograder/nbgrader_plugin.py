@@ -140,8 +140,8 @@ class SandboxedGrading(_LimitTraits):
                     raise RuntimeError(f"this machine allows no sandbox ({refused}); set "
                                        "c.SandboxedGrading.allow_unisolated = True to grade without one")
                 result = grade_file(path, rubric, self.limits())
-                self.log.info("%s graded: %s / %s in %.1f s", student, result.score, result.max_score,
-                              result.seconds)
+                self.log.info("%s graded: %s / %s in %.1f s, isolation %s", student, result.score,
+                              result.max_score, result.seconds, result.load.isolation)
         for grade_id in write_verdicts(nb, result):
             self.log.warning("test cell %s matches no part of rubric %s: scored 0", grade_id, rubric.assignment)
         return nb, resources

@@ -19,6 +19,7 @@ class LoadReport:
         self.notices: list[str] = []
         self.loaded = False
         self.failure = ""  # why the submission never finished loading, if it did not
+        self.isolation = ""  # which tier of the sandbox graded it (autograder.child.isolation.TIER_NAMES)
 
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -294,10 +295,9 @@ def test_ordinary_users_grader_isolates_its_own_clone(tmp_path):
 
 # --- a machine that allows no isolation --------------------------------------------------------------------
 
-# Root in a user namespace of its own that maps one uid, as in a rootless container; with
-# max_user_namespaces set to 0 there it can create no further namespace, so no sandbox can be built.
-NO_NESTED_NAMESPACES = ["unshare", "--user", "--map-root-user", "sh", "-c",
-                        'echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"', "sh"]
+# Docker's default seccomp profile (no namespaces, no mounts) on a kernel without Landlock: neither tier can
+# be built, so no sandbox can be
+NO_ISOLATION = [sys.executable, str(ROOT / "tests" / "docker_like.py"), "--without-landlock"]
 
 
 def _grade_in(prefix: list[str], submission: Path, out: Path, *flags: str):
@@ -320,10 +320,12 @@ def test_rootless_container_root_isolates_itself_like_an_ordinary_user(samples, 
 def test_no_isolation_refused_with_one_line_unless_allowed(samples, tmp_path):
     import json
 
-    refused = _grade_in(NO_NESTED_NAMESPACES, samples / "correct.ipynb", tmp_path / "r.json")
+    refused = _grade_in(NO_ISOLATION, samples / "correct.ipynb", tmp_path / "r.json")
     assert refused.returncode == 2 and not (tmp_path / "r.json").exists()
     assert refused.stderr.count("\n") == 1 and "allows no sandbox" in refused.stderr, refused.stderr
-    allowed = _grade_in(NO_NESTED_NAMESPACES, samples / "correct.ipynb", tmp_path / "r.json", "--allow-unisolated")
+    # the line names each tier's refused mechanism and its errno
+    assert "unshare" in refused.stderr and "errno 1" in refused.stderr and "Landlock" in refused.stderr
+    allowed = _grade_in(NO_ISOLATION, samples / "correct.ipynb", tmp_path / "r.json", "--allow-unisolated")
     assert allowed.returncode == 0, allowed.stderr[-2000:]
     results = json.loads((tmp_path / "r.json").read_text())
     assert results["score"] == 100

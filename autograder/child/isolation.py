@@ -1,20 +1,31 @@
 """Kernel isolation of one sandboxed child, set up by the child itself before the student's first line.
 
-Called once by autograder.child.serve, right after it starts.  When `enter` returns, this process is PID 1 of its
-own PID namespace and has:
+Called once by autograder.child.serve, right after the cells arrive, in one of two tiers; the grader picks
+the strongest this machine allows (`probe`) and every result says which one graded it.
 
+Tier 1, "namespaces" (a machine that allows them): when `enter` returns, this process is PID 1 of its own PID
+namespace and has
 - its own identity: a distinct unprivileged uid per sandbox when the grader is root (contest judges do the
   same), or, for an ordinary grader, a user namespace in which it holds no capabilities;
-- its own mount namespace whose root is a tmpfs holding read-only views of what Python and torch need and
-  private, size-limited tmpfs mounts for /tmp, /dev/shm and its working directory; the kit's checkout, the
-  hidden suites, the solutions, other submissions and the host's /proc are not in it;
-- its own network (no interfaces but a down loopback), PID, IPC and UTS namespaces;
-- no capabilities, no way to gain any (no_new_privs), resource limits, and the parent-death signal set
-  after the last identity change (the kernel clears it on a uid change).
+- its own mount namespace whose root is a tmpfs holding read-only views of exactly what the interpreter,
+  torch and the engine are made of (autograder.child.view) and private, size-limited tmpfs mounts for /tmp,
+  /dev/shm and its working directory;
+- its own network (no interfaces but a down loopback), PID, IPC and UTS namespaces.
 
-Everything here is stdlib only and runs before torch is imported.  A step the OS refuses raises
-IsolationError; the child then refuses to run the submission unless the grader allowed running without
-isolation.
+Tier 2, "landlock" (a default Docker or Podman container, a Kubernetes pod: no namespace, no mount): no
+privilege is needed for any of it.
+- Landlock: read-only access to the same allow-list, read-write access to its own scratch folder only, no
+  TCP, and (ABI 6) no signals or abstract Unix sockets outside its own domain; nor can it ptrace out of it;
+- a distinct unprivileged uid per sandbox when the grader is root;
+- a supervisor, its parent, that is the subreaper of everything it starts: when the child ends, or the grader
+  asks (SIGTERM), it kills every process left (by uid when it is root), so a setsid() daemon dies too.
+
+Both tiers: a seccomp filter refusing namespaces, mounts, ptrace, sockets, bpf and the like
+(autograder.child.syscall_filter), no capabilities, no way to gain any (no_new_privs), resource limits, and
+the parent-death signal set after the last identity change (the kernel clears it on a uid change).
+
+Everything here is stdlib only (and libseccomp) and runs before torch is used by the submission.  A step the
+OS refuses raises IsolationError; the child then refuses to run the submission.
 """
 from __future__ import annotations
 
@@ -23,7 +34,11 @@ import os
 import resource
 import signal
 import sys
+import time
 from pathlib import Path
+from typing import Callable
+
+from autograder.child import landlock, syscall_filter, view
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -33,14 +48,17 @@ MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 MS_NOATIME, MS_NODIRATIME = 0x400, 0x800
 MNT_DETACH = 2
 PR_SET_PDEATHSIG = 1
-PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 24, 38
+PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 24, 36, 38
 LAST_CAPABILITY = 63
 
+NAMESPACES_TIER, LANDLOCK_TIER = 1, 2
+TIER_NAMES = {NAMESPACES_TIER: "tier 1 (namespaces)", LANDLOCK_TIER: "tier 2 (Landlock, seccomp)"}
 SANDBOX_UID_BASE = 1 << 30  # root grader: uid = base + the child's host PID, unique among live sandboxes
 INNER_ID = 65534             # who the submission is inside a user namespace ("nobody")
-HOME = "/home/student"       # the working directory, a private tmpfs
+HOME = "/home/student"       # tier 1's working directory, a private tmpfs
 SCRATCH_MB = 64              # each of /tmp, /dev/shm and HOME
 DEVICES = ("null", "zero", "full", "random", "urandom")
+APPARMOR_USERNS = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
 
 
 class IsolationError(Exception):
@@ -55,7 +73,19 @@ def _libc() -> ctypes.CDLL:
 
 def _check(result: int, what: str) -> None:
     if result != 0:
-        raise IsolationError(f"{what}: {os.strerror(ctypes.get_errno())}")
+        number = ctypes.get_errno()
+        raise IsolationError(f"{what}: {os.strerror(number)} (errno {number}){_apparmor_says(what, number)}")
+
+
+def _apparmor_says(what: str, number: int) -> str:
+    """Ubuntu 24.04 and later refuse unprivileged user namespaces through AppArmor, with a bare EPERM."""
+    try:
+        restricted = Path(APPARMOR_USERNS).read_text().strip() == "1"
+    except OSError:
+        restricted = False
+    if restricted and number in (1, 13) and ("namespace" in what or "mount" in what):
+        return f"; AppArmor restricts unprivileged user namespaces here ({APPARMOR_USERNS} = 1)"
+    return ""
 
 
 def _mount(libc: ctypes.CDLL, source: str | None, target: str, fstype: str | None, flags: int,
@@ -66,18 +96,6 @@ def _mount(libc: ctypes.CDLL, source: str | None, target: str, fstype: str | Non
 
 
 # --- the root filesystem ---------------------------------------------------------------------------------
-
-def readable_trees(prefixes: list[str]) -> list[str]:
-    """Host directories the child sees read-only: the system's, and the given prefixes (the interpreter's,
-    the environment's, the engine's: a virtual environment often lives inside a checkout, which itself is
-    not shown)."""
-    trees = ["/usr", "/etc", "/opt"]
-    for prefix in prefixes:
-        real = os.path.realpath(prefix)
-        if not any(real == t or real.startswith(t + "/") for t in trees):
-            trees.append(real)
-    return [t for t in trees if os.path.isdir(t)]
-
 
 def _bind_read_only(libc: ctypes.CDLL, source: str, target: str) -> None:
     _mount(libc, source, target, None, MS_BIND | MS_REC)
@@ -95,17 +113,16 @@ def _scratch(libc: ctypes.CDLL, target: str, mode: str) -> None:
     _mount(libc, "tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={SCRATCH_MB}m,nr_inodes=4096,mode={mode}")
 
 
-def _build_root(libc: ctypes.CDLL, new: str, trees: list[str], owner: int) -> None:
+def _build_root(libc: ctypes.CDLL, new: str, paths: list[str], owner: int) -> None:
     """Make a new root on a tmpfs mounted on the empty directory `new` and pivot into it; the host's tree is
-    detached afterwards.  `owner` owns the working directory."""
+    detached afterwards.  `paths` (files and folders) are shown read-only; `owner` owns the working
+    directory."""
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount propagates back to the host
     _mount(libc, "tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=1024,mode=0755")
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):  # merged-/usr symlinks, or real dirs
         host = f"/{name}"
         if os.path.islink(host):
             os.symlink(os.readlink(host), f"{new}/{name}")
-        elif os.path.isdir(host) and host not in trees:
-            trees = [*trees, host]
     for name in ("tmp", "dev", "dev/shm", "proc", HOME.lstrip("/")):
         os.makedirs(f"{new}/{name}", exist_ok=True)
     _scratch(libc, f"{new}/tmp", "1777")
@@ -117,9 +134,13 @@ def _build_root(libc: ctypes.CDLL, new: str, trees: list[str], owner: int) -> No
     _scratch(libc, f"{new}/dev/shm", "1777")
     _scratch(libc, new + HOME, "0700")
     os.chown(new + HOME, owner, owner)
-    for tree in trees:  # after the scratch mounts, which would hide a tree below /tmp (a CI checkout's venv)
-        os.makedirs(new + tree, exist_ok=True)
-        _bind_read_only(libc, tree, new + tree)
+    for path in paths:  # after the scratch mounts, which would hide a path below /tmp (a CI checkout's venv)
+        if os.path.isdir(path):
+            os.makedirs(new + path, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(new + path), exist_ok=True)
+            open(new + path, "a").close()
+        _bind_read_only(libc, path, new + path)
     # a fresh /proc shows only this PID namespace; it must be mounted while the host's is still visible
     _mount(libc, "proc", f"{new}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.makedirs(f"{new}/.old", exist_ok=True)
@@ -188,34 +209,115 @@ def _capabilities() -> str:
     return "unknown"
 
 
-# --- PID namespace ---------------------------------------------------------------------------------------
+# --- the supervisor: the parent that outlives the submission's processes -------------------------------
 
-def _fork_into_pid_namespace() -> None:
-    """After unshare(CLONE_NEWPID) only our children enter the new namespace: fork, and let the child (PID 1
-    there) carry on.  When it dies the kernel kills every process left in the namespace, including ones that
-    called setsid() to leave the process group.  This parent only waits, and dies the way its child did."""
-    pid = os.fork()
-    if pid == 0:
-        return
-    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):  # die the same way, so the judge can say "killed by SIGSEGV"
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [os.WTERMSIG(status)])
-        os.kill(os.getpid(), os.WTERMSIG(status))
+def _supervise(child: int, end_the_rest: Callable[[], None]) -> None:
+    """Wait for `child`, end whatever it left behind (`end_the_rest`), then die the way it did, so the judge
+    can say "killed by SIGSEGV".  SIGTERM (the grader's stop, or this process's parent dying) kills the child
+    first.  Never returns."""
+    def stop(*_: object) -> None:
+        try:
+            os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT, signal.SIGHUP])
+    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() == 1:  # the grader is already gone
+        stop()
+    _, status = os.waitpid(child, 0)
+    end_the_rest()
+    if os.WIFSIGNALED(status):
+        died_of = os.WTERMSIG(status)
+        if died_of not in (signal.SIGKILL, signal.SIGSTOP):  # the two whose action cannot be changed
+            signal.signal(died_of, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [died_of])
+        os.kill(os.getpid(), died_of)
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
-# --- the whole sequence ----------------------------------------------------------------------------------
+def _fork_supervised(end_the_rest: Callable[[], None]) -> None:
+    """Fork; the child returns and carries on, the parent supervises it and never returns."""
+    pid = os.fork()
+    if pid != 0:
+        _supervise(pid, end_the_rest)
 
-def enter(staging: str, rlimits: dict[str, int], engine: str | None = None) -> list[str]:
-    """Isolate this process; `staging` is an empty directory the new root is built on (the host sees it
-    stay empty); `engine` is the kit's engine package, shown read-only so the child can import the rest of
-    its own code.  Returns notices for what holds only partly.  Raises IsolationError when a step the
-    isolation depends on is refused."""
-    libc = _libc()
+
+def _children() -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/self/task/{os.getpid()}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process of `uid`: kill(-1) from a helper holding that uid reaches exactly those, in one
+    pass the kernel makes with new forks held off."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _end_descendants(uid: int | None) -> None:
+    """Tier 2's clean-up, in the supervisor (a subreaper): orphans of the submission's processes become its
+    children, so killing its children until none is left ends the whole tree, however it forked."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if uid is not None:
+            _kill_uid(uid)
+        for pid in _children():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            reaped, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if reaped == 0:
+            time.sleep(0.005)
+
+
+# --- the two tiers ---------------------------------------------------------------------------------------
+
+def _set_rlimits(rlimits: dict[str, int], notices: list[str]) -> None:
+    for name, value in rlimits.items():
+        try:
+            resource.setrlimit(getattr(resource, name), (value, value))
+        except (ValueError, OSError) as exc:
+            notices.append(f"{name} could not be set to {value} ({exc})")
+
+
+def _processes_of(uid: int) -> int:
+    count = 0
+    for entry in Path("/proc").iterdir():
+        try:
+            count += entry.name.isdigit() and entry.stat().st_uid == uid
+        except OSError:
+            pass
+    return count
+
+
+def _last_steps(libc: ctypes.CDLL) -> None:
+    """What both tiers end with, once the identity is final: no_new_privs (which the seccomp filter and
+    Landlock need), the filter, and the check that no capability is left."""
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "set no_new_privs")
+    try:
+        syscall_filter.install()
+    except Exception as exc:  # noqa: BLE001 - libseccomp missing or refused: say so, never run unfiltered
+        raise IsolationError(f"seccomp filter: {exc}") from None
+    if _capabilities().strip("0"):
+        raise IsolationError(f"capabilities remain after dropping them ({_capabilities()})")
+
+
+def _namespaces(libc: ctypes.CDLL, staging: str, processes: int, readable: list[str]) -> list[str]:
     notices: list[str] = []
-    trees = readable_trees([sys.base_prefix, sys.prefix, *([engine] if engine else [])])
     outer_uid, outer_gid = os.getuid(), os.getgid()
     root = os.geteuid() == 0 and _mapped(SANDBOX_UID_BASE + os.getpid())
     if root:
@@ -224,37 +326,79 @@ def enter(staging: str, rlimits: dict[str, int], engine: str | None = None) -> l
     else:
         _check(libc.unshare(CLONE_NEWUSER | NAMESPACES), "unshare user and other namespaces")
         _map_ids(outer_uid, outer_gid)
-    _fork_into_pid_namespace()
+    # after unshare(CLONE_NEWPID) only children enter the new namespace: the child, PID 1 there, carries on;
+    # when it dies the kernel kills every process left in the namespace, setsid() daemons included
+    _fork_supervised(lambda: None)
     libc.sethostname(b"sandbox", 7)
-    _build_root(libc, staging, trees, outer_uid if root else INNER_ID)
+    _build_root(libc, staging, readable, outer_uid if root else INNER_ID)
     _drop_bounding_set(libc)
     if root:
         _become(outer_uid)
     else:
         _drop_capabilities(libc)
     # per-uid and per-namespace counts: set only now, so they count this sandbox's processes alone
-    for name, value in rlimits.items():
-        try:
-            resource.setrlimit(getattr(resource, name), (value, value))
-        except (ValueError, OSError) as exc:
-            notices.append(f"{name} could not be set to {value} ({exc})")
-    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "set no_new_privs")
-    # last: a uid change clears it, and the grader dying must take the whole namespace with it
-    _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "set the parent-death signal")
-    if _capabilities().strip("0"):
-        raise IsolationError(f"capabilities remain after dropping them ({_capabilities()})")
+    _set_rlimits({"RLIMIT_NPROC": processes}, notices)
+    _last_steps(libc)
+    os.environ.update(HOME=HOME, TMPDIR="/tmp", MPLCONFIGDIR=f"{HOME}/.matplotlib")
     return notices
 
 
-def probe(staging: str) -> str | None:
-    """Whether this machine lets a child isolate itself: None if so, else the reason.  Runs `enter` in a
-    throw-away forked process, so it changes nothing here."""
+def _landlock(libc: ctypes.CDLL, staging: str, processes: int, readable: list[str]) -> list[str]:
+    notices: list[str] = []
+    uid = SANDBOX_UID_BASE + os.getpid() if os.geteuid() == 0 and _mapped(SANDBOX_UID_BASE + os.getpid()) else None
+    if landlock.abi_version() < 1:  # before forking a supervisor: the refusal must be cheap and clear
+        raise IsolationError("Landlock is not available in this kernel (not built in, or not enabled at boot)")
+    _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "become the subreaper of the submission's processes")
+    _fork_supervised(lambda: _end_descendants(uid))
+    scratch = os.path.join(staging, "tmp")
+    os.makedirs(scratch, exist_ok=True)
+    _drop_bounding_set(libc)
+    if uid is not None:
+        os.chown(staging, uid, uid)
+        os.chown(scratch, uid, uid)
+        _become(uid)
+        _set_rlimits({"RLIMIT_NPROC": processes}, notices)
+    else:
+        _drop_capabilities(libc)
+        # the count is per uid, and here the uid is the grader's: its own processes count too
+        _set_rlimits({"RLIMIT_NPROC": _processes_of(os.getuid()) + processes}, notices)
+        notices.append("tier 2 as an ordinary user: the submission runs under the grader's uid, contained by "
+                       "Landlock and seccomp alone")
+    _last_steps(libc)
+    try:
+        notices += landlock.restrict(readable, [staging, *(f"/dev/{d}" for d in DEVICES)])
+    except (landlock.LandlockError, OSError) as exc:
+        raise IsolationError(str(exc)) from None
+    notices.append("tier 2: no /proc, and its scratch folder is bounded per file (RLIMIT_FSIZE), not in all")
+    os.chdir(staging)
+    os.environ.update(HOME=staging, TMPDIR=scratch, MPLCONFIGDIR=f"{staging}/.matplotlib")
+    return notices
+
+
+def enter(staging: str, processes: int, engine: str | None, hidden: str | None, tier: int) -> list[str]:
+    """Isolate this process in `tier`; `staging` is an empty directory of the grader's (tier 1 builds its new
+    root on it, tier 2 works in it); `engine` is the kit's engine package, shown read-only so the child can
+    import the rest of its own code; `hidden` is the checkout, which no readable path may hold.  Returns
+    notices for what holds only partly.  Raises IsolationError when a step is refused."""
+    libc = _libc()
+    try:
+        readable = view.readable_paths(engine, hidden)
+    except view.HiddenInView as exc:
+        raise IsolationError(str(exc)) from None
+    notices = (_namespaces if tier == NAMESPACES_TIER else _landlock)(libc, staging, processes, readable)
+    # last: a uid change clears it, and the grader dying must take the sandbox with it
+    _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "set the parent-death signal")
+    return notices
+
+
+def _try(staging: str, engine: str | None, hidden: str | None, tier: int) -> str | None:
+    """Run `enter` in a throw-away forked process: None if it held, else why not."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read)
         try:
-            enter(staging, {})
+            enter(staging, 64, engine, hidden, tier)
             code = 0
         except BaseException as exc:  # noqa: BLE001 - anything at all means "cannot isolate"
             os.write(write, str(exc).encode()[:500])
@@ -267,3 +411,14 @@ def probe(staging: str) -> str | None:
     if os.waitstatus_to_exitcode(status) == 0:
         return None
     return reason or f"the isolation probe {'crashed' if os.WIFSIGNALED(status) else 'failed'}"
+
+
+def probe(staging: str, engine: str | None, hidden: str | None) -> tuple[int | None, list[str]]:
+    """The strongest tier this machine allows (None: neither), and why each stronger one was refused."""
+    refusals = []
+    for tier in (NAMESPACES_TIER, LANDLOCK_TIER):
+        reason = _try(staging, engine, hidden, tier)
+        if reason is None:
+            return tier, refusals
+        refusals.append(f"{TIER_NAMES[tier]} refused: {reason}")
+    return None, refusals

@@ -216,10 +216,10 @@ def _isolate(config: dict[str, Any]) -> tuple[bool, list[str]]:
     try:
         from autograder import PACKAGE_DIR
 
-        notices += isolation.enter(config["workdir"], {"RLIMIT_NPROC": config["processes"]}, str(PACKAGE_DIR))
+        notices += isolation.enter(config["workdir"], config["processes"], str(PACKAGE_DIR), config["root"],
+                                   config["tier"])
     except Exception as exc:  # noqa: BLE001 - any failure here means "not isolated", never "run anyway"
         return False, notices + [f"the sandbox could not be set up ({exc}); the submission was not run"]
-    os.environ.update(HOME=isolation.HOME, TMPDIR="/tmp", MPLCONFIGDIR=f"{isolation.HOME}/.matplotlib")
     return True, notices
 
 

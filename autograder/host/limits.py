@@ -24,7 +24,7 @@ class Limits:
     timeout: float = _limit(180.0, "wall seconds for the whole submission: loading plus every request")
     cell_timeout: float = _limit(30.0, "wall seconds per notebook cell while loading")
     request_timeout: float = _limit(20.0, "wall seconds per request to the submission (one forward, one backward)")
-    memory_mb: int = _limit(2048, "address space of the submission's process (the reference needs about 1 GB)")
+    memory_mb: int = _limit(2048, "memory of the whole submission: each process's address space, and all its processes' resident memory together (the reference needs about 1 GB)")
     output_kb: int = _limit(64, "printed output kept (the rest is drained and dropped)")
     reply_mb: int = _limit(64, "largest reply accepted from the submission's process")
     file_size_mb: int = _limit(16, "largest file the submission may write")

@@ -17,7 +17,7 @@ from autograder import protocol
 from autograder.result import LoadReport
 from autograder.interrupts import JudgingInterrupted
 from autograder.host.limits import Limits
-from autograder.host.sandbox import Sandbox, ZygoteFailed
+from autograder.host.sandbox import Sandbox, ZygoteFailed, isolation_name
 from autograder.judging.submission import (ModuleHandle, ModuleInfo, Opaque, StudentError, Submission,
                                    SubmissionBroken)
 
@@ -96,7 +96,9 @@ class RemoteSubmission(Submission):
         self.generation = 0  # handles from an earlier child are dead
         self.ids = itertools.count(1)
         self.report = LoadReport()
+        self.report.isolation = isolation_name(limits)
         self.broken_reason = ""
+        self.exceeded = ""  # the memory bound was crossed: the whole submission fails, and nothing restarts it
         # names whose requests ran out of time or took the process down: later requests to them fail at
         # once, so one endless loop or crash cannot spend the whole budget and starve the other parts
         self.poisoned: dict[str, str] = {}
@@ -202,13 +204,13 @@ class RemoteSubmission(Submission):
 
     def _fail(self, reason: str) -> None:
         self.broken_reason = reason
-        if self.sandbox is not None:
-            self.sandbox.kill()
-            self.sandbox = None
+        self.close()
 
     def close(self) -> None:
         if self.sandbox is not None:
             self.sandbox.kill()
+            if self.sandbox.exceeded:
+                self.exceeded = self.broken_reason = f"the submission {self.sandbox.exceeded}"
             self.sandbox = None
 
     def printed(self) -> str:
@@ -222,6 +224,8 @@ class RemoteSubmission(Submission):
         return ""
 
     def _ensure_running(self) -> None:
+        if self.exceeded:
+            raise SubmissionBroken(self.exceeded)
         if self.sandbox is not None:
             return
         if not self.report.loaded and self.report.failure:

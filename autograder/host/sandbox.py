@@ -25,19 +25,42 @@ from pathlib import Path
 
 from autograder import REPO_ROOT
 from autograder import protocol
+from autograder.host import memory
 from autograder.host.limits import Limits, rlimits
+
+MEMORY_SAMPLE_SECONDS = 0.1
+SUPERVISOR_SECONDS = 10.0  # for the supervisor to end a sandbox's processes on SIGTERM
 
 
 @functools.cache
-def isolation_refused() -> str | None:
-    """None when this machine lets a child isolate itself, else why not (checked in a throw-away process)."""
+def isolation_tier() -> tuple[int | None, tuple[str, ...]]:
+    """The strongest tier of isolation this machine allows (None: neither), and why stronger ones were
+    refused; checked once per process, in throw-away processes."""
+    from autograder import PACKAGE_DIR
     from autograder.child import isolation
 
     staging = tempfile.mkdtemp(prefix="autograder-probe-")
     try:
-        return isolation.probe(staging)
+        tier, refusals = isolation.probe(staging, str(PACKAGE_DIR), str(REPO_ROOT))
+        return tier, tuple(refusals)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def isolation_refused() -> str | None:
+    """None when this machine lets a child isolate itself in some tier, else why not (one line)."""
+    tier, refusals = isolation_tier()
+    return None if tier is not None else "; ".join(refusals)
+
+
+def isolation_name(limits: Limits) -> str:
+    """Which isolation grades with these limits, as results and logs say it."""
+    from autograder.child.isolation import TIER_NAMES
+
+    if not limits.isolate:
+        return "none (graded WITHOUT isolation, as the grader allowed)"
+    tier, _ = isolation_tier()
+    return TIER_NAMES.get(tier, "none")
 
 
 class Cgroup:
@@ -59,7 +82,7 @@ class Cgroup:
             return cls(path)
         except (OSError, StopIteration, IndexError) as exc:
             notices.append(f"no cgroup of its own ({getattr(exc, 'strerror', None) or 'no cgroup v2 here'}): "
-                           "the PID namespace alone ends its processes")
+                           "its supervisor alone ends its processes")
             return None
 
     def add(self, pid: int) -> None:
@@ -236,10 +259,13 @@ class Sandbox:
                   "load_seconds": load_seconds if load_seconds is not None else limits.timeout,
                   "request_timeout": limits.request_timeout, "forbidden_ops": forbidden_ops,
                   "skip_cells": {str(k): v for k, v in (skip_cells or {}).items()},
-                  "rlimits": rlimits(limits), "processes": limits.processes}
+                  "rlimits": rlimits(limits), "processes": limits.processes,
+                  "tier": isolation_tier()[0] if limits.isolate else 0}
         self.cgroup = Cgroup.create(self.notices) if limits.isolate else None
+        self.tier = config["tier"]
         self.started = time.monotonic()
         self.killed = False
+        self._killing = threading.Lock()
         output_read, output_write = os.pipe()
         try:
             self.process = Zygote.shared().spawn({"spawn": config}, [child_sock.fileno(), output_write])
@@ -258,11 +284,13 @@ class Sandbox:
         self.output_dropped = 0
         self._drain = threading.Thread(target=self._drain_output, daemon=True)
         self._drain.start()
+        self.exceeded = ""  # why the memory watchdog killed it, if it did
+        threading.Thread(target=self._watch_memory, daemon=True, name="memory-watchdog").start()
         if self.cgroup is not None:
             try:  # before the child has its cells, so before it can start anything
                 self.cgroup.add(self.process.pid)
             except OSError as exc:
-                self.notices.append(f"could not join its cgroup ({exc.strerror}): the PID namespace alone ends "
+                self.notices.append(f"could not join its cgroup ({exc.strerror}): its supervisor alone ends "
                                     "its processes")
                 self.cgroup.kill()
                 self.cgroup = None
@@ -282,16 +310,38 @@ class Sandbox:
             self.output_dropped += len(chunk) - min(len(chunk), room)
         stream.close()
 
+    def _watch_memory(self) -> None:
+        """The bound on the whole submission, all its processes together (RLIMIT_AS bounds each alone): their
+        resident memory, counted proportionally for pages they share with the zygote or with one another.
+        The cheap count (resident pages, which is never below the proportional one) comes first."""
+        limit = self.limits.memory_mb << 20
+        while not self.killed:
+            time.sleep(MEMORY_SAMPLE_SECONDS)
+            tree = memory.process_tree(self.process.pid)
+            if memory.resident(tree) > limit and (used := memory.proportional(tree)) > limit:
+                self.exceeded = (f"exceeded {self.limits.memory_mb} MB of memory ({used >> 20} MB in "
+                                 f"{len(tree)} processes) and was stopped")
+                self.kill()
+
     def remaining(self) -> float:
         return self.limits.timeout - (time.monotonic() - self.started)
 
     def kill(self) -> None:
         """End every process of the submission: its cgroup where it has one, its process group, and the PID
         namespace, whose init dying takes every process in it."""
-        if self.killed:
-            return
+        with self._killing:  # the memory watchdog and the judge may both ask; the second waits for the first
+            if not self.killed:
+                self._kill()
+
+    def _kill(self) -> None:
         self.killed = True
-        if self.cgroup is not None:
+        if self.tier:  # an isolated child's supervisor ends every process the submission started, then itself
+            try:
+                os.kill(self.process.pid, signal.SIGTERM)
+                self.process.wait(timeout=SUPERVISOR_SECONDS)
+            except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
+                pass
+        if self.cgroup is not None:  # whatever is left, the supervisor itself included if it hung
             self.cgroup.kill()
         for kill in (os.killpg, os.kill):  # its group once it has called setsid(), the child itself before
             try:

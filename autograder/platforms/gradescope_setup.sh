@@ -20,7 +20,7 @@ if [ "${AUTOGRADER_SKIP_APT:-0}" != 1 ]; then
     # the image's python3 is 3.10; Ubuntu 22.04 packages 3.11 too, and the kit needs exactly 3.11
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        python3.11 python3.11-venv ca-certificates
+        python3.11 python3.11-venv ca-certificates libseccomp2
 fi
 
 if ! "$BASE_PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then

@@ -144,6 +144,7 @@ def student_page(result: GradeResult) -> str:
     body = [f"<h1>{assignment}</h1>",
             f'<p class="total">{_points(result.score)} / {_points(result.max_score)} points</p>',
             f'<p class="meta">Submission: {_line(result.submission, 255)}</p>',
+            *([f'<p class="meta">Isolation: {_line(result.load.isolation)}</p>'] if result.load.isolation else []),
             *_load_problems(result)]
     drawn: dict[Figure, str] = {}
     body += [_part(p, drawn) for p in result.parts]

@@ -41,6 +41,8 @@ def _line(value: object, limit: int = MAX_LINE_CHARS) -> str:
 
 def summary(result: GradeResult) -> str:
     lines = [f"{_line(result.assignment)}: {result.score:g} / {result.max_score:g}"]
+    if result.load.isolation:
+        lines.append(f"Isolation: {_line(result.load.isolation)}")
     lines += [f"Notice: {_line(n)}" for n in result.load.notices if n.startswith(UNISOLATED)]
     if result.unreadable:
         lines.append(f"Not graded: {_line(result.unreadable)}")
@@ -97,6 +99,7 @@ def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_finger
             "assignment_fingerprint": assignment_fingerprint,
             "parts": {p.part.name: {"score": _round(p.score), "max_score": p.part.points,
                                     "forbidden_ops": list(p.forbidden), **_exact_verdicts(p)} for p in result.parts},
+            "isolation": result.load.isolation,  # which tier of the sandbox graded it
             "notices": [clean_text(n, MAX_LINE_CHARS) for n in result.load.notices],  # some come from the child
             # as the summary shows them: all that rendering this result again needs
             "unreadable": _line(result.unreadable),
@@ -199,13 +202,14 @@ def from_gradescope(data: Any, rubric: Rubric) -> GradeResult:
            f"more than {evidence.MAX_FIGURES} tests carry evidence")
     _check(_is_texts(extra.get("notices")), "notices are not a list of texts")
     _check(all(isinstance(extra.get(k), str) for k in ("submission", "submission_sha256", "unreadable",
-                                                       "load_failure")),
-           "submission, submission_sha256, unreadable or load_failure is not text")
+                                                       "load_failure", "isolation")),
+           "submission, submission_sha256, unreadable, load_failure or isolation is not text")
     cell_errors = extra.get("cell_errors")
     _check(isinstance(cell_errors, list) and all(isinstance(e, dict) for e in cell_errors),
            "cell_errors are not a list of objects")
     load = LoadReport()
     load.notices, load.failure, load.cell_errors = extra["notices"], extra["load_failure"], cell_errors
+    load.isolation = extra["isolation"]
     return GradeResult(submission=extra["submission"], sha256=extra["submission_sha256"],
                        assignment=rubric.assignment, parts=parts, max_score=rubric.max_score, load=load,
                        unreadable=extra["unreadable"])

@@ -1,0 +1,230 @@
+"""The isolation's two tiers, observed from inside the sandbox.
+
+Tier 2 (Landlock, seccomp, a uid of its own, a supervisor) is what holds in a default Docker or Podman
+container; here it is exercised on any machine by grading under a seccomp filter that refuses namespaces and
+mounts as Docker's default profile does (tests/docker_like.py), as root and as an ordinary user.  Real
+containers are in tests/test_containers.py.  The memory bound on the whole submission and the allow-listed
+view of the file system are checked in both tiers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from autograder import REPO_ROOT as ROOT
+from tests.test_sandbox import _ordinary_user
+
+DOCKER_LIKE = [sys.executable, str(ROOT / "tests" / "docker_like.py")]
+TIERS = {"namespaces": [], "landlock": DOCKER_LIKE}
+
+PROBE = r'''
+import ctypes, errno, os, signal, socket, time
+
+def probe(grader, checkout):
+    found = {"uid": os.getuid(), "cwd": os.getcwd()}
+    for name, path in [("solutions", checkout + "/solutions/transformer_block.py"),
+                       ("rubric", checkout + "/assignments/transformer_block/rubric.toml"),
+                       ("grader_cmdline", f"/proc/{grader}/cmdline"), ("hostname", "/etc/hostname")]:
+        try:
+            open(path).read(1)
+            found["read " + name] = True
+        except OSError:
+            found["read " + name] = False
+    try:
+        os.listdir(checkout + "/assignments")
+        found["list hidden"] = True
+    except OSError:
+        found["list hidden"] = False
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM).connect(("127.0.0.1", 9))
+        found["network"] = True
+    except OSError as exc:
+        found["network"] = exc.errno not in (errno.EPERM, errno.EACCES, errno.ENETUNREACH)
+    try:
+        os.kill(grader, 0)
+        found["signal grader"] = True
+    except OSError:
+        found["signal grader"] = False
+    libc = ctypes.CDLL(None, use_errno=True)
+    found["unshare"] = libc.unshare(0x10000000) == 0
+    found["ptrace grader"] = libc.ptrace(16, grader, 0, 0) == 0  # PTRACE_ATTACH
+    for target in ("/tmp/planted-" + str(grader), checkout + "/planted"):
+        try:
+            open(target, "w").write("x")
+        except OSError:
+            pass
+    open("scratch", "w").write("its own folder is writable")
+    found["scratch"] = open("scratch").read() == "its own folder is writable"
+    return found
+
+def leave(token):
+    """A daemon that leaves its session and the process tree's group, then a fork storm."""
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv("/proc/self/exe" if os.path.exists("/proc/self/exe") else os.sys.executable,
+                     [os.sys.executable, "-c", "import time; time.sleep(120)", token])
+        os._exit(0)
+    forked = 0
+    for _ in range(1000):
+        try:
+            if os.fork() == 0:
+                time.sleep(120)
+                os._exit(0)
+            forked += 1
+        except OSError:
+            break
+    try:
+        os.kill(-1, signal.SIGKILL)  # everything this uid may signal
+    except OSError:
+        pass
+    return forked
+'''
+
+DRIVER = """
+import json, os, sys
+from autograder.host.remote import RemoteSubmission
+from autograder.host.limits import Limits
+from autograder import REPO_ROOT
+s = RemoteSubmission([sys.argv[1]], Limits(processes=32), [])
+found = s.call("probe", os.getpid(), str(REPO_ROOT))
+forked = s.call("leave", sys.argv[2])
+print(json.dumps({"found": found, "forked": forked, "isolation": s.report.isolation, "notices": s.report.notices}))
+s.close()
+"""
+
+
+def _leftovers(token: str) -> list[str]:
+    return subprocess.run(["pgrep", "-f", token], capture_output=True, text=True).stdout.split()
+
+
+@pytest.mark.parametrize("user", ["root", "ordinary user"])
+def test_tier_2_contains_what_tier_1_contains(user):
+    prefix, uid = _ordinary_user() if user == "ordinary user" else ([], None)
+    token = f"daemon-{uuid.uuid4().hex}"
+    done = subprocess.run([*prefix, *DOCKER_LIKE, sys.executable, "-c", DRIVER, PROBE, token],
+                          cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=300,
+                          env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]  # the grader survived kill(-1, SIGKILL) from inside
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    found = report["found"]
+    assert report["isolation"] == "tier 2 (Landlock, seccomp)"
+    if uid is None:
+        assert found["uid"] >= 1 << 30  # a uid of its own
+    else:
+        assert found["uid"] == uid
+    assert not any(found[f"read {what}"] for what in ("solutions", "rubric", "grader_cmdline", "hostname"))
+    assert not found["list hidden"] and not found["network"] and not found["signal grader"]
+    assert not found["unshare"] and not found["ptrace grader"] and found["scratch"]
+    assert not (ROOT / "planted").exists() and not list(Path("/tmp").glob("planted-*"))
+    assert report["forked"] <= 32  # RLIMIT_NPROC: the sandbox's processes, not the machine's
+    time.sleep(0.5)
+    assert _leftovers(token) == [], "a setsid() daemon outlived its grading"
+
+
+def _grade(prefix: list[str], submission: Path, out: Path, cwd: Path = ROOT, python: str = sys.executable) -> dict:
+    done = subprocess.run([*prefix, python, "-m", "autograder", "grade", str(submission), "--assignment",
+                           "transformer_block", "-o", str(out)], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env={"PATH": os.environ["PATH"], "LANG": "C.UTF-8"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+MEMORY_HOG = '''import os, time
+# six processes of 900 MB each: every one is under the 2048 MB address-space limit, together they are not
+for _ in range(6):
+    if os.fork() == 0:
+        block = bytearray(900 << 20)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        time.sleep(60)
+        os._exit(0)
+time.sleep(30)
+'''
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_memory_bounds_the_whole_submission(tier, tmp_path):
+    hog = tmp_path / "hog.py"
+    hog.write_text((ROOT / "solutions" / "transformer_block.py").read_text() + "\n" + MEMORY_HOG)
+    results = _grade(TIERS[tier], hog, tmp_path / "r.json")
+    assert results["score"] == 0  # the reference's checks passed before the bound was crossed: none count
+    assert "exceeded 2048 MB" in results["output"], results["output"][:2000]
+    assert any("exceeded 2048 MB" in n for n in results["extra_data"]["notices"])
+
+
+LOCATIONS = ["/opt", "/srv", "/usr/local", str(Path.home()), tempfile.gettempdir()]
+
+LOOK = """
+import os
+def look(checkout, base):
+    seen = {}
+    for path in (checkout + "/solutions/transformer_block.py", checkout + "/assignments/transformer_block/rubric.toml",
+                 checkout + "/source/transformer_block/transformer_block.ipynb"):
+        try:
+            seen[path] = open(path).read(20)
+        except OSError:
+            pass
+    for folder in (base, checkout, checkout + "/assignments", checkout + "/solutions"):
+        try:
+            seen[folder] = [name for name in os.listdir(folder) if name not in ("autograder", ".venv")]
+        except OSError:
+            pass
+    return seen
+"""
+
+VIEW = """
+import json, os, sys
+from autograder.host.remote import RemoteSubmission
+from autograder.host.limits import Limits
+from autograder import REPO_ROOT
+s = RemoteSubmission([sys.argv[1]], Limits(), [])
+print(json.dumps({"seen": s.call("look", str(REPO_ROOT), os.path.dirname(str(REPO_ROOT))),
+                  "isolation": s.report.isolation}))
+s.close()
+"""
+
+
+def _install_course(base: Path) -> Path:
+    """A copy of the course under `base`, with a virtual environment inside it (whose site-packages point at
+    this one's, to spare installing torch again)."""
+    checkout = base / f"course-{uuid.uuid4().hex[:8]}"
+    shutil.copytree(ROOT, checkout, ignore=shutil.ignore_patterns(".venv", ".git", "build", "__pycache__"))
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(checkout / ".venv")], check=True)
+    packages = next((checkout / ".venv" / "lib").glob("python3*/site-packages"))
+    ours = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
+    (packages / "this-kit.pth").write_text(ours + "\n")
+    return checkout
+
+
+@pytest.mark.parametrize("tier,location", [*(("namespaces", loc) for loc in LOCATIONS),
+                                           ("landlock", "/opt"), ("landlock", "/usr/local")])
+def test_the_sandbox_sees_an_allow_list_wherever_the_course_lives(tier, location):
+    """Whatever folder holds the course and its virtual environment, the sandbox sees neither the course's
+    files nor what lies beside it: only the environment, the engine and the interpreter."""
+    checkout = _install_course(Path(location))
+    try:
+        done = subprocess.run([*TIERS[tier], str(checkout / ".venv" / "bin" / "python"), "-c", VIEW, LOOK],
+                              cwd=checkout, capture_output=True, text=True, timeout=300,
+                              env={"PATH": os.environ["PATH"]})
+        assert done.returncode == 0, done.stderr[-3000:]
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        assert report["isolation"].startswith("tier 1" if tier == "namespaces" else "tier 2")
+        seen = report["seen"]
+        # no file could be read; folders hold nothing but the mount points leading to the engine and the
+        # environment (tier 1), or cannot be listed at all (tier 2)
+        assert set(seen) <= {str(checkout.parent), str(checkout), f"{checkout}/assignments", f"{checkout}/solutions"}
+        on_the_way = {checkout.name} | {p.name for p in Path(sys.base_prefix).parents if p.parent == checkout.parent}
+        assert set(seen.get(str(checkout.parent), [])) <= on_the_way, seen  # the folders leading to what it needs
+        assert all(seen[folder] == [] for folder in seen if folder != str(checkout.parent)), seen
+    finally:
+        shutil.rmtree(checkout, ignore_errors=True)
