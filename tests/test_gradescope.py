@@ -180,6 +180,7 @@ def test_a_correct_notebook_gets_full_marks_from_the_unpacked_zip(kit_zip, tmp_p
     assert results["score"] == results["max_score"] == 100
     assert results["tests"] and all(t["status"] == "passed" for t in results["tests"])
     assert f"{ASSIGNMENT}.ipynb" in printed and "scratch" not in printed  # the assignment's name comes first
+    assert re.fullmatch(r"[0-9a-f]{64}", results["extra_data"]["run_token"])  # the run's: the grader wrote it
     # the same engine, rubric and suites as this checkout, graded with the default limits
     assert results["extra_data"]["assignment_fingerprint"] == assignment_fingerprint(load_rubric(ASSIGNMENT),
                                                                                      Limits())

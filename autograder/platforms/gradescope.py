@@ -5,10 +5,10 @@
 
 At the zip's root: setup.sh, which Gradescope runs once to build the image (Python 3.11, CPU-only torch, the
 pinned stack, the kit; see gradescope_setup.sh), and run_autograder, which it runs for every submission
-(gradescope_run_autograder.sh, which runs autograder/platforms/gradescope_run.py).  Beside them, what grading
-reads and nothing else: the engine package, pyproject.toml and requirements.lock to install it, the
-assignment's rubric, hidden suites and the helper modules beside them, and its release notebook when the rubric
-skips unchanged release cells.
+(gradescope_run_autograder.sh: gradescope_supervisor.py runs the grader, gradescope_run.py, and keeps only the
+result that grader wrote).  Beside them, what grading reads and nothing else: the engine package,
+pyproject.toml and requirements.lock to install it, the assignment's rubric, hidden suites and the helper
+modules beside them, and its release notebook when the rubric skips unchanged release cells.
 The catalogue of known mistakes, the solutions, the source notebooks, the other assignments and the kit's own
 tests stay out.  Gradescope unpacks the zip in /autograder/source, which students never see.
 

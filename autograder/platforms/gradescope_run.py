@@ -2,7 +2,7 @@
 gradescope.py builds the zip).
 
     python -m autograder.platforms.gradescope_run --root /autograder --assignment NAME --visibility WHEN
-        [--allow-unisolated]
+        [--allow-unisolated] [--token-fd FD --results-fd FD]
 
 Gradescope puts the student's files in ROOT/submission and reads ROOT/results/results.json.  The notebook graded
 is the one named like the assignment, else the only notebook handed in.  Anything else (no notebook, several, a
@@ -10,10 +10,16 @@ symbolic link) is a score of 0 whose output says what was found; so is a machine
 unless the zip was built with --allow-unisolated (the kit's policy: never grade without isolation unless told
 to, and then say so in every result).  A run stopped by SIGTERM writes nothing, like `grade`; run_autograder
 then writes a result that says so.
+
+run_autograder runs it through gradescope_supervisor.py, which hands it the run's token on --token-fd and an open
+file on --results-fd: results.json, token in extra_data, goes there rather than into ROOT/results, and the
+supervisor keeps it only if the token is its own.
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
+import json
 import os
 import signal
 import sys
@@ -30,6 +36,7 @@ from autograder.protocol import clean_text
 from autograder.reports.results import VISIBILITIES, fenced, summary, write_json_atomic
 
 LISTED_FILES = 10  # names a "not graded" message quotes from the submission
+PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
 
 
 def _shown(path: Path, folder: Path) -> str:
@@ -90,7 +97,21 @@ def grade(notebook: Path, rubric: Rubric, limits: Limits, visibility: str) -> di
     return {**report, "execution_time": round(result.seconds, 2)}
 
 
-def run(root: Path, assignment: str, visibility: str, allow_unisolated: bool) -> dict[str, Any]:
+def seal() -> None:
+    """Before the submission's first line, which runs under this process's uid when graded without the sandbox.
+    Non-dumpable: no process of that uid may open this one's descriptors (the results file) or read its memory
+    (the run's token).  no_new_privs: nothing below it gains a privilege from a setuid program.  Not earlier: the
+    isolation probe, forked from here, must still be able to write its own /proc/self/uid_map."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for option, value in ((PR_SET_DUMPABLE, 0), (PR_SET_NO_NEW_PRIVS, 1)):
+        if libc.prctl(option, value, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"prctl({option}, {value})")
+
+
+def run(root: Path, assignment: str, visibility: str, allow_unisolated: bool, sealed: bool = False
+        ) -> dict[str, Any]:
+    """results.json for the submission in root/submission; `sealed`: `seal` this process before grading (the
+    grader run_autograder started, not a test's own process)."""
     started = time.monotonic()
     rubric = load_rubric(assignment)
     notebook, problem = choose_notebook(root / "submission", rubric.assignment)
@@ -106,7 +127,15 @@ def run(root: Path, assignment: str, visibility: str, allow_unisolated: bool) ->
     if refused:
         print(f"this machine allows no sandbox ({refused}): grading WITHOUT isolation, as --allow-unisolated asked")
     print(f"grading {notebook}")
+    if sealed:
+        seal()
     return grade(notebook, rubric, Limits(isolate=not refused), visibility)
+
+
+def read_token(fd: int) -> str:
+    """The token on `fd`, a pipe whose writer has already closed it."""
+    with os.fdopen(fd, "rb") as pipe:
+        return pipe.read(1024).decode("ascii")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,18 +146,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--visibility", choices=VISIBILITIES, default="visible")
     parser.add_argument("--allow-unisolated", action="store_true",
                         help="grade without the sandbox where this machine refuses one (every result says so)")
+    parser.add_argument("--token-fd", type=int,
+                        help="read this run's token from this descriptor, and put it in results.json's extra_data")
+    parser.add_argument("--results-fd", type=int,
+                        help="write results.json to this open file instead of ROOT/results/results.json")
     args = parser.parse_args(argv)
+    token = read_token(args.token_fd) if args.token_fd is not None else None
     # SIGTERM (run_autograder's time limit) stops grading the way Ctrl-C does: the sandbox is closed, no grade
     previous = signal.signal(signal.SIGTERM, raise_terminated)
     try:
-        report = run(args.root, args.assignment, args.visibility, args.allow_unisolated)
+        report = run(args.root, args.assignment, args.visibility, args.allow_unisolated,
+                     sealed=args.results_fd is not None)
     except (JudgingInterrupted, KeyboardInterrupt) as exc:
         stopped = exc if isinstance(exc, JudgingInterrupted) else interruption(exc)
         print(f"{parser.prog}: {stopped}; no grade written", file=sys.stderr)
         return stopped.exit_code
     finally:
         signal.signal(signal.SIGTERM, previous)
-    write_json_atomic(args.root / "results" / "results.json", report)
+    if token is not None:
+        report["extra_data"]["run_token"] = token
+    if args.results_fd is None:
+        write_json_atomic(args.root / "results" / "results.json", report)
+    else:
+        with os.fdopen(args.results_fd, "w", encoding="utf-8") as out:
+            json.dump(report, out)
     return 0
 
 

@@ -3,9 +3,11 @@
 # `python -m autograder export gradescope`.  Gradescope runs it as root for every submission, with the kit in
 # /autograder/source, the student's files in /autograder/submission, and reads /autograder/results/results.json.
 #
-# results.json is always written: by the grader (autograder/platforms/gradescope_run.py), or, when the grader
-# cannot start, crashes or runs out of time, by this script, as a score of 0 that says so.  Everything printed
-# goes to Gradescope's log, which only the instructor sees.
+# results.json is always written, by run_autograder's trusted half (autograder/platforms/gradescope_supervisor.py):
+# the grade of the grader it ran (gradescope_run.py), once that grader and every process it started have ended
+# and the result carries the run's own token; else a score of 0 that says why (the grader could not start, died,
+# ran out of time, or what came back is not the grader's).  Should the supervisor itself fail, this script writes
+# that 0.  Everything printed goes to Gradescope's log, which only the instructor sees.
 #
 # Environment, for running it elsewhere (the kit's own tests do):
 #   GRADESCOPE_ROOT         the folder holding source/, submission/ and results/ (default: /autograder)
@@ -49,20 +51,17 @@ if [ -z "$PYTHON" ] || [ ! -x "$PYTHON" ]; then
     exit 0
 fi
 
-args=(--root "$ROOT" --assignment "$ASSIGNMENT" --visibility "$VISIBILITY")
+args=(--root "$ROOT" --assignment "$ASSIGNMENT" --visibility "$VISIBILITY" --max-score "$MAX_SCORE"
+      --timeout "$RUN_TIMEOUT")
 if [ "$ALLOW_UNISOLATED" = 1 ]; then
     args+=(--allow-unisolated)
 fi
-# the kit in $KIT, whatever else the interpreter may have installed
-cd "$KIT" && PYTHONPATH="$KIT" timeout --kill-after=10 "$RUN_TIMEOUT" \
-    "$PYTHON" -m autograder.platforms.gradescope_run "${args[@]}"
+# the kit in $KIT, whatever else the interpreter may have installed; the supervisor enforces RUN_TIMEOUT
+cd "$KIT" && PYTHONPATH="$KIT" "$PYTHON" -m autograder.platforms.gradescope_supervisor "${args[@]}"
 status=$?
 
-if [ ! -s "$RESULTS" ]; then
-    if [ "$status" = 124 ] || [ "$status" = 137 ]; then
-        not_graded "grading did not finish within $RUN_TIMEOUT seconds. $NOT_YOURS"
-    else
-        not_graded "the grader stopped with exit status $status before writing a grade. $NOT_YOURS"
-    fi
+# whatever the supervisor left when it failed is nobody's verified result
+if [ "$status" != 0 ] || [ ! -s "$RESULTS" ]; then
+    not_graded "the grader stopped with exit status $status before writing a grade. $NOT_YOURS"
 fi
 exit 0
