@@ -389,6 +389,7 @@ def test_each_bug_gets_pictures_of_its_kind_on_its_failing_checks_only(graded):
             assert {part for part, _ in kinds} <= {part for part, _ in expected} | {"transformer_block"}
         result = read_result(out / f"{student}.json", RUBRIC)
         page = (pages / f"{student}.html").read_text()
+        assert f"Isolation: {data['extra_data']['isolation']}</p>" in page and "Isolation: tier " in page
         assert len(pngs(page)) == len({t.figure for p in result.parts for t in p.tests if t.figure is not None})
         assert page == html.student_page(result)  # drawn from the stored result, the page is the same
 

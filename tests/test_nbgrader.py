@@ -6,6 +6,7 @@ import base64
 import csv
 import json
 import os
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -55,6 +56,14 @@ def cli_results(graded_course, tmp_path_factory) -> Path:
 def scores(grades_csv: Path, student_column: str = "student_id") -> dict[str, float]:
     with grades_csv.open(newline="") as handle:
         return {r[student_column]: float(r["score"]) for r in csv.DictReader(handle)}
+
+
+def test_nbgraders_log_says_which_tier_of_the_sandbox_graded_each_student(graded_course, cli_results):
+    course, students, _ = graded_course
+    tier = json.loads((cli_results / "alice.json").read_text())["extra_data"]["isolation"]
+    assert tier.startswith("tier ")
+    for student in [*students, "dave"]:
+        assert re.search(rf"{student} graded: .* isolation {re.escape(tier)}", course.autograde_log), student
 
 
 def test_gradebook_holds_exactly_the_cli_scores(graded_course, cli_results):

@@ -228,3 +228,17 @@ def test_the_sandbox_sees_an_allow_list_wherever_the_course_lives(tier, location
         assert all(seen[folder] == [] for folder in seen if folder != str(checkout.parent)), seen
     finally:
         shutil.rmtree(checkout, ignore_errors=True)
+
+
+def test_a_refusal_caused_by_apparmor_names_apparmor(tmp_path, monkeypatch):
+    """Ubuntu 24.04 refuses unprivileged user namespaces through AppArmor with a bare EPERM: the refusal
+    says so, instead of leaving the instructor with [Errno 1]."""
+    from autograder.child import isolation
+
+    switch = tmp_path / "apparmor_restrict_unprivileged_userns"
+    switch.write_text("1\n")
+    monkeypatch.setattr(isolation, "APPARMOR_USERNS", str(switch))
+    said = isolation._apparmor_says("unshare user and other namespaces", 1)
+    assert "AppArmor" in said and str(switch) in said
+    switch.write_text("0\n")
+    assert isolation._apparmor_says("unshare user and other namespaces", 1) == ""

@@ -32,6 +32,7 @@ class Course:
         self.assignment = assignment
         self.config_dir = config_dir  # where nbgrader runs, so the nbgrader_config.py it reads
         self.exchange = self.root / "exchange"
+        self.autograde_log = ""  # what nbgrader autograde said last (a line per student, with its isolation)
         # nbgrader runs the `alembic` program by name: the environment's bin folder must be on PATH
         path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
         self.env = {**os.environ, "PATH": path, "AUTOGRADER_COURSE_ROOT": str(self.root),
@@ -84,7 +85,7 @@ class Course:
     def grade(self, students: list[str]) -> Path:
         self.add_students(students)
         self.nbgrader("collect", self.assignment)
-        self.nbgrader("autograde", self.assignment, "--force")
+        self.autograde_log = self.nbgrader("autograde", self.assignment, "--force")
         self.nbgrader("generate_feedback", self.assignment, "--force")
         grades = self.root / "grades.csv"
         self.nbgrader("export", "--to", str(grades))
