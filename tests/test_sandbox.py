@@ -74,7 +74,7 @@ def leave(name):
 def _cgroup_v2_writable() -> bool:
     """The test's own try of what Cgroup.create needs."""
     notices: list[str] = []
-    cgroup = Cgroup.create(notices)
+    cgroup = Cgroup.create(notices, 1 << 30)
     if cgroup is None:
         return False
     cgroup.kill()
@@ -149,6 +149,19 @@ def test_own_cgroup_where_the_machine_offers_one(probed):
         assert "/autograder-" in found["cgroup"], found["cgroup"]
     else:
         assert any("cgroup" in n for n in notices), notices
+
+
+def test_a_cgroup_with_the_memory_controller_holds_the_whole_submission_to_the_limit(two_sandboxes):
+    """Where the controller is delegated, the kernel enforces --memory-mb on the sandbox's cgroup (swap 0);
+    everywhere, the grader's watchdog does (tests/test_tiers.py)."""
+    first, _ = two_sandboxes
+    cgroup = first.sandbox.cgroup
+    controllers = (cgroup.path.parent / "cgroup.subtree_control").read_text().split() if cgroup else []
+    if "memory" in controllers:
+        assert (cgroup.path / "memory.max").read_text().strip() == str(3000 << 20)
+        assert (cgroup.path / "memory.swap.max").read_text().strip() == "0"
+    else:
+        assert cgroup is None or not (cgroup.path / "memory.max").exists()
 
 
 def test_scratch_space_is_private_and_dies_with_the_sandbox(two_sandboxes):

@@ -71,7 +71,7 @@ class Cgroup:
         self.path = path
 
     @classmethod
-    def create(cls, notices: list[str]) -> "Cgroup | None":
+    def create(cls, notices: list[str], memory_bytes: int) -> "Cgroup | None":
         try:
             mounts = Path("/proc/self/mounts").read_text().splitlines()
             mount = next(line.split()[1] for line in mounts if line.split()[2] == "cgroup2")
@@ -79,11 +79,27 @@ class Cgroup:
                        if line.startswith("0::"))
             path = Path(mount + own.rstrip("/")) / f"autograder-{os.getpid()}-{uuid.uuid4().hex[:12]}"
             path.mkdir()
-            return cls(path)
+            cgroup = cls(path)
+            cgroup.bound_memory(memory_bytes)
+            return cgroup
         except (OSError, StopIteration, IndexError) as exc:
             notices.append(f"no cgroup of its own ({getattr(exc, 'strerror', None) or 'no cgroup v2 here'}): "
                            "its supervisor alone ends its processes")
             return None
+
+    def bound_memory(self, limit: int) -> None:
+        """Where the memory controller is delegated to this cgroup, the kernel itself holds all its processes
+        to `limit`, with no swap to spill into; the grader's watchdog holds them everywhere else."""
+        for name, value in (("memory.max", limit), ("memory.swap.max", 0)):
+            if (self.path / name).exists():
+                (self.path / name).write_text(str(value))
+
+    def memory_exceeded(self) -> bool:
+        try:
+            events = dict(line.split() for line in (self.path / "memory.events").read_text().splitlines())
+        except (OSError, ValueError):
+            return False
+        return int(events.get("oom_kill", 0)) > 0
 
     def add(self, pid: int) -> None:
         (self.path / "cgroup.procs").write_text(str(pid))
@@ -261,7 +277,7 @@ class Sandbox:
                   "skip_cells": {str(k): v for k, v in (skip_cells or {}).items()},
                   "rlimits": rlimits(limits), "processes": limits.processes,
                   "tier": isolation_tier()[0] if limits.isolate else 0}
-        self.cgroup = Cgroup.create(self.notices) if limits.isolate else None
+        self.cgroup = Cgroup.create(self.notices, limits.memory_mb << 20) if limits.isolate else None
         self.tier = config["tier"]
         self.started = time.monotonic()
         self.killed = False
@@ -342,6 +358,8 @@ class Sandbox:
             except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
                 pass
         if self.cgroup is not None:  # whatever is left, the supervisor itself included if it hung
+            if self.cgroup.memory_exceeded() and not self.exceeded:
+                self.exceeded = f"exceeded {self.limits.memory_mb} MB of memory and was stopped"
             self.cgroup.kill()
         for kill in (os.killpg, os.kill):  # its group once it has called setsid(), the child itself before
             try:
