@@ -136,7 +136,7 @@ class RemoteSubmission(Submission):
                     break
                 except Malformed as exc:
                     self._fail(f"malformed message from the submission's process after cell {running} ({exc})")
-            if running is None or self.remaining() <= 0:
+            if running is None or self.remaining() <= 0 or self.exceeded:  # over the memory bound: no retry
                 if not self.report.loaded:
                     self.report.failure = self.broken_reason
                 return

@@ -333,6 +333,8 @@ class Sandbox:
         limit = self.limits.memory_mb << 20
         while not self.killed:
             time.sleep(MEMORY_SAMPLE_SECONDS)
+            if self.process.poll() is not None:  # its PID may already be another process's
+                return
             tree = memory.process_tree(self.process.pid)
             if memory.resident(tree) > limit and (used := memory.proportional(tree)) > limit:
                 self.exceeded = (f"exceeded {self.limits.memory_mb} MB of memory ({used >> 20} MB in "
@@ -343,8 +345,9 @@ class Sandbox:
         return self.limits.timeout - (time.monotonic() - self.started)
 
     def kill(self) -> None:
-        """End every process of the submission: its cgroup where it has one, its process group, and the PID
-        namespace, whose init dying takes every process in it."""
+        """End every process of the submission: its supervisor ends what it started (tier 1: the PID namespace,
+        whose init dying takes every process in it; tier 2: every process left, by uid or as their subreaper),
+        then its cgroup where it has one, and its process group."""
         with self._killing:  # the memory watchdog and the judge may both ask; the second waits for the first
             if not self.killed:
                 self._kill()
