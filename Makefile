@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup benchmark browser
+.PHONY: demo test setup benchmark browser containers
 
 setup: $(STAMP)
 
@@ -24,7 +24,14 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 browser:
 	command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-test: $(STAMP) browser
+# the container tests (tests/test_containers.py) grade in real Docker and Podman containers: Debian's dockerd
+# (the tests start it), rootful Podman on runc, and mmdebstrap for the root file system; nothing is pulled
+CONTAINER_PACKAGES := docker.io podman mmdebstrap runc
+containers:
+	@missing=$$(for p in $(CONTAINER_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed$$' || echo $$p; done); \
+	test -z "$$missing" || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; }
+
+test: $(STAMP) browser containers
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
 
 benchmark: $(STAMP)

@@ -28,10 +28,10 @@ UNBIASED_VARIANCE = ("var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)", "var 
 # a class runs once (pytest 9 ignores xdist_group marks: xdist 3.8 renames items through an attribute pytest no
 # longer reads).  Whole files go to the workers in collection order, so the longest start first and neither
 # worker is left idle behind one started last.
-LONGEST_FIRST = ["test_gpt_decoder.py", "test_hostile.py", "test_nbgrader.py", "test_gradescope.py",
-                 "test_forbidden.py", "test_browser.py", "test_feedback_html.py", "test_batch.py", "test_cli.py",
-                 "test_github_classroom.py", "test_determinism.py", "test_formats.py", "test_catalogue.py",
-                 "test_cluster.py"]
+LONGEST_FIRST = ["test_gpt_decoder.py", "test_containers.py", "test_hostile.py", "test_nbgrader.py",
+                 "test_gradescope.py", "test_forbidden.py", "test_browser.py", "test_feedback_html.py", "test_batch.py",
+                 "test_cli.py", "test_github_classroom.py", "test_determinism.py", "test_formats.py",
+                 "test_catalogue.py", "test_cluster.py"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
