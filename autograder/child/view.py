@@ -46,8 +46,10 @@ def _interpreter_paths() -> set[str]:
     library = sysconfig.get_config_var("LDLIBRARY")
     if library and sysconfig.get_config_var("Py_ENABLE_SHARED"):
         paths.add(os.path.realpath(os.path.join(sysconfig.get_config_var("LIBDIR"), library)))
-    # the virtual environment's own executables (its bin/python is a link to the executable above)
+    # the virtual environment's own executables (its bin/python is a link to the executable above), and the
+    # file that makes an interpreter started from them use the environment
     paths.add(os.path.realpath(os.path.join(sys.prefix, "bin")))
+    paths.add(os.path.join(sys.prefix, "pyvenv.cfg"))
     return paths
 
 
