@@ -8,6 +8,7 @@ and the few /etc files that the C library reads.  Stdlib only: it runs in the ch
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import sysconfig
@@ -53,6 +54,7 @@ def _interpreter_paths() -> set[str]:
     return paths
 
 
+@functools.cache  # computed once in the zygote (autograder.child.serve.prepare), inherited by every child
 def readable_paths(engine: str | None, hidden: str | None) -> list[str]:
     """Existing files and folders the sandbox reads, outermost first, none inside another.  `hidden` is the
     kit's checkout: no path may hold it (the engine and a virtual environment may lie inside it).  Raises
@@ -72,4 +74,4 @@ def readable_paths(engine: str | None, hidden: str | None) -> list[str]:
             raise HiddenInView(f"{path} is needed by the interpreter but holds the course's checkout {hidden}; "
                                "install the course outside it")
         kept.append(path)
-    return kept
+    return kept  # shared through the cache: callers do not change it
