@@ -119,7 +119,9 @@ def test_kit_checkout_is_not_in_its_file_system(probed):
 
 def test_file_system_is_read_only_but_for_its_scratch(probed):
     found, _ = probed
-    assert not any(wrote for key, wrote in found.items() if key.startswith("wrote "))
+    # what counts is the host: inside, a path below /tmp (a clone's) lies in the sandbox's own scratch tmpfs
+    assert not (ROOT / "planted").exists() and not Path("/usr/planted").exists() and not Path("/planted").exists()
+    assert not found["wrote /usr/planted"] and not found["wrote /planted"]
 
 
 def test_unprivileged_identity_distinct_per_sandbox(two_sandboxes):
@@ -386,6 +388,7 @@ def test_every_mechanism_holds_for_an_ordinary_users_grader():
     assert found["uid"] == 65534 and found["pid"] == 1 and max(found["processes"]) < 10
     assert found["capabilities"].strip("0") == "" and found["no_new_privs"] == "1"
     assert not found["checkout"] and not found["read_solutions"] and not found["import_solutions"]
-    assert not found["network"] and not any(v for k, v in found.items() if k.startswith("wrote "))
+    assert not found["network"] and not found["wrote /usr/planted"] and not found["wrote /planted"]
+    assert not (ROOT / "planted").exists()  # on the host: a clone below /tmp is inside the sandbox's scratch
     assert found["cwd"] == "/home/student" and found["cells_files"] == []
     assert all("cgroup" in n for n in notices), notices  # the one mechanism an ordinary user may lack
