@@ -5,6 +5,10 @@ plan's commands one after another while it samples the container's anonymous mem
 keeps each step's result files as they were when the step ended, waits `settle` seconds, lists every process
 still alive and reads the result files again.  It prints one line, CONTAINER-REPORT and the report as JSON.
 
+A step is {"name", "argv"} and optionally "cwd", "timeout", "results" (globs of the files it writes), "env"
+(variables added to the container's) and "copy" ([source, target] pairs copied before it starts, the target's
+folders made: how a Gradescope step is handed its submission in the container's own /autograder).
+
 It is the container's PID 1 (no --init), so a submission's kill(-1, SIGKILL) cannot end it: the kernel drops
 such signals to a namespace's init.  It uses only the standard library.
 """
@@ -15,6 +19,7 @@ import errno
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -280,12 +285,16 @@ def read_files(patterns: list[str]) -> dict:
 
 
 def run_step(step: dict, token: str) -> dict:
+    for source, target in step.get("copy", []):
+        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+        shutil.copyfile(source, target)
+        os.chmod(target, 0o644)
     sampler = Sampler(token)
     sampler.start()
     started = time.monotonic()
     try:
         done = subprocess.run(step["argv"], capture_output=True, text=True, timeout=step.get("timeout", 600),
-                              cwd=step.get("cwd"))
+                              cwd=step.get("cwd"), env={**os.environ, **step.get("env", {})})
         returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
     except subprocess.TimeoutExpired as exc:
         returncode, stdout, stderr = "timeout", str(exc.stdout or ""), str(exc.stderr or "")

@@ -8,7 +8,8 @@ bind-mounted read-only where a course's image would hold them (Gradescope's layo
 
     sys.base_prefix (the interpreter)   at the same path (the venv's pyvenv.cfg names it)
     sys.prefix (the virtual environment) at /opt/autograder-venv
-    a copy of the checkout               at /autograder/source (no .git, .venv, build)
+    a copy of the checkout               at /autograder/source (no .git, .venv, build; test_containers.py
+                                         mounts the unpacked Gradescope zip there in Docker as root)
 
 `pip install -e .` left an editable finder in the venv that maps `autograder` to this checkout; a copy of it
 that maps to /autograder/source is mounted over it, so every interpreter in the container (`-I` included)

@@ -9,14 +9,25 @@ One container per engine and user runs tests/container_driver.py, which
   - grades the reference and the one-bug notebook (unbiased variance) with `grade`, as a course would,
   - grades a class of hostile submissions (tests/hostile_container/) with one `grade-all`, then waits, lists
     the container's processes and reads the results again.
+
+In the default Docker container as root (Gradescope's), /autograder/source is not a copy of the checkout but the
+Gradescope zip (`export gradescope`) unpacked: the steps above grade with its engine, rubric and suites, and two
+more steps run the zip's own run_autograder as Gradescope does (as root, from /, GRADESCOPE_ROOT=/autograder,
+AUTOGRADER_PYTHON the venv's interpreter) on /autograder/submission/transformer_block.ipynb: the one-bug
+notebook, then a release whose extra cell writes a full score over /autograder/results/results.json and SIGKILLs
+every process it can reach.  The class is mounted at /autograder/class, so that /autograder/submission holds
+Gradescope's one notebook.  The zip's setup.sh is not run: offline (pip pointed at a folder of wheels) it takes
+from 75 s to over 2 minutes on this machine, most of it installing torch.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import time
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,13 +35,13 @@ import pytest
 
 import containers
 from autograder.authoring.samples import student_notebook, write_notebook
-from conftest import ASSIGNMENT, REPO, UNBIASED_VARIANCE
+from conftest import ASSIGNMENT, REPO, UNBIASED_VARIANCE, run_cli
 from container_driver import MARKER, PROBES
 from containers import ENGINES, PYTHON, SOURCE, USERS
 
 ENVIRONMENTS = [(engine, user) for engine in ENGINES for user in USERS]
 IDS = [f"{engine}-{user}" for engine, user in ENVIRONMENTS]
-SUBMISSIONS = "/autograder/submission"
+SUBMISSIONS = "/autograder/class"
 OUT = "/tmp/out"
 HOSTILE_OUT = f"{OUT}/hostile"
 HOSTILE_DIR = Path(__file__).parent / "hostile_container"
@@ -42,6 +53,41 @@ HOSTILE_LIMITS = ["--timeout", "90", "--cell-timeout", "10", "--request-timeout"
                   "--memory-mb", str(MEMORY_MB), "--processes", str(PROCESSES)]
 SETTLE = 4  # seconds after the batch: the daemon would rewrite a result twice a second meanwhile
 UNISOLATED = "graded WITHOUT isolation"
+GRADESCOPE_ENV = ("docker", "root")  # where Gradescope grades: its default Docker container, as root
+GRADESCOPE = "/autograder"  # GRADESCOPE_ROOT: source/ (the unpacked zip), submission/, results/
+GRADESCOPE_RESULTS = f"{GRADESCOPE}/results/results.json"
+HARNESS = "/harness"
+# Writes a full score over Gradescope's results.json, then SIGKILLs every process it can reach: those /proc lists,
+# or where /proc cannot be read (tier 2) every PID below 2^15, and then kill(-1).
+GRADESCOPE_ATTACK = f"""import json, os, signal
+FORGED = json.dumps({{"score": 100, "max_score": 100, "output": "FORGED", "tests": [], "extra_data": {{}}}})
+wrote = 0
+for target in ("{GRADESCOPE_RESULTS}", "/proc/1/root{GRADESCOPE_RESULTS}"):
+    try:
+        with open(target, "w") as handle:
+            handle.write(FORGED)
+        wrote += 1
+    except OSError:
+        pass
+try:
+    pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+except OSError:
+    pids = range(1, 1 << 15)
+killed = 0
+for pid in pids:
+    if pid != os.getpid():
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except OSError:
+            pass
+try:
+    os.kill(-1, signal.SIGKILL)
+    everyone = "sent"
+except OSError as exc:
+    everyone = exc.strerror
+raise RuntimeError("WROTE %d KILLED %d kill(-1) %s" % (wrote, killed, everyone))
+"""
 
 
 def code_cell(source: str) -> dict:
@@ -65,23 +111,59 @@ def write_class(folder: Path) -> dict[str, bytes]:
     return written
 
 
-def plan() -> dict:
+def write_gradescope_submissions(folder: Path) -> dict[str, str]:
+    """The notebooks the Gradescope steps hand in (each becomes /autograder/submission/transformer_block.ipynb);
+    returns each step's notebook's sha256."""
+    hostile = student_notebook(ASSIGNMENT, solved=False)
+    hostile["cells"].append(code_cell(GRADESCOPE_ATTACK))
+    notebooks = {"gradescope_one_bug": student_notebook(ASSIGNMENT, [UNBIASED_VARIANCE]),
+                 "gradescope_hostile": hostile}
+    return {name: hashlib.sha256(write_notebook(nb, folder / f"{name}.ipynb").read_bytes()).hexdigest()
+            for name, nb in notebooks.items()}
+
+
+def gradescope_kit(archive: Path, folder: Path) -> Path:
+    """The zip unpacked as Gradescope unpacks it in /autograder/source: each file with the mode the zip gives it."""
+    with zipfile.ZipFile(archive) as opened:
+        for info in opened.infolist():
+            target = folder / info.filename
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(opened.read(info))
+            target.chmod((info.external_attr >> 16) & 0o777)
+    for where, _, _ in os.walk(folder):
+        os.chmod(where, 0o755)
+    return folder
+
+
+def plan(env: tuple[str, str]) -> dict:
     def grade(name: str, notebook: str, *flags: str) -> dict:
         out = f"{OUT}/{name}/results.json"
         return {"name": name, "results": [out], "cwd": SOURCE, "timeout": 300,
                 "argv": [PYTHON, "-m", "autograder", "grade", f"{SUBMISSIONS}/{notebook}", "--assignment",
                          ASSIGNMENT, "-o", out, *flags]}
-    return {"probe": True, "token": TOKEN, "settle": SETTLE, "collect": [f"{OUT}/**/*.json", f"{OUT}/**/*.csv"],
-            "steps": [grade("unisolated", "correct.ipynb", "--allow-unisolated"),
-                      grade("reference", "correct.ipynb"),
-                      grade("one_bug", "one_bug.ipynb"),
-                      {"name": "hostile", "cwd": SOURCE, "timeout": 400, "results": [f"{HOSTILE_OUT}/*"],
-                       "argv": [PYTHON, "-m", "autograder", "grade-all", f"{SUBMISSIONS}/hostile", "--assignment",
-                                ASSIGNMENT, "-o", HOSTILE_OUT, *HOSTILE_LIMITS]}]}
+
+    def gradescope(name: str) -> dict:
+        # run_autograder as Gradescope starts it: as root, from /, with the one notebook handed in
+        return {"name": name, "cwd": "/", "timeout": 300, "results": [GRADESCOPE_RESULTS],
+                "env": {"GRADESCOPE_ROOT": GRADESCOPE, "AUTOGRADER_PYTHON": PYTHON},
+                "copy": [[f"{HARNESS}/{name}.ipynb", f"{GRADESCOPE}/submission/{ASSIGNMENT}.ipynb"]],
+                "argv": [f"{SOURCE}/run_autograder"]}
+    steps = [grade("unisolated", "correct.ipynb", "--allow-unisolated"),
+             grade("reference", "correct.ipynb"),
+             grade("one_bug", "one_bug.ipynb"),
+             {"name": "hostile", "cwd": SOURCE, "timeout": 400, "results": [f"{HOSTILE_OUT}/*"],
+              "argv": [PYTHON, "-m", "autograder", "grade-all", f"{SUBMISSIONS}/hostile", "--assignment",
+                       ASSIGNMENT, "-o", HOSTILE_OUT, *HOSTILE_LIMITS]}]
+    collect = [f"{OUT}/**/*.json", f"{OUT}/**/*.csv"]
+    if env == GRADESCOPE_ENV:
+        steps += [gradescope("gradescope_one_bug"), gradescope("gradescope_hostile")]
+        collect.append(f"{GRADESCOPE}/results/*")
+    return {"probe": True, "token": TOKEN, "settle": SETTLE, "collect": collect, "steps": steps}
 
 
 class Runs(dict):
     hostile_sha256: dict[str, str]
+    gradescope_sha256: dict[str, str]
 
 
 @pytest.fixture(scope="module")
@@ -90,20 +172,27 @@ def runs(tmp_path_factory) -> Runs:
         containers.ensure_image(engine)
     root = tmp_path_factory.mktemp("containers")
     source = containers.checkout_copy(root / "source")
+    archive = root / "autograder.zip"
+    done = run_cli("export", "gradescope", "--assignment", ASSIGNMENT, "-o", archive)
+    assert done.returncode == 0, done.stderr[-3000:]
+    kit = gradescope_kit(archive, root / "gradescope-source")
     submissions = root / "submissions"
     hostile = write_class(submissions)
     harness = root / "harness"
     harness.mkdir()
     shutil.copy(Path(__file__).parent / "container_driver.py", harness)
-    (harness / "plan.json").write_text(json.dumps(plan()))
+    gradescope = write_gradescope_submissions(harness)
+    for env in ENVIRONMENTS:
+        (harness / f"plan-{'-'.join(env)}.json").write_text(json.dumps(plan(env)))
     for path in [harness, *harness.iterdir()]:
         path.chmod(0o755 if path.is_dir() else 0o644)
-    mounts = [(source, SOURCE), (submissions, SUBMISSIONS), (harness, "/harness")]
 
     def run(env: tuple[str, str]) -> dict:
         engine, user = env
+        mounts = [(kit if env == GRADESCOPE_ENV else source, SOURCE), (submissions, SUBMISSIONS), (harness, HARNESS)]
         started = time.monotonic()
-        done = containers.run_in_container(engine, user, [PYTHON, "/harness/container_driver.py", "/harness/plan.json"],
+        done = containers.run_in_container(engine, user, [PYTHON, f"{HARNESS}/container_driver.py",
+                                                          f"{HARNESS}/plan-{'-'.join(env)}.json"],
                                            mounts, scratch=root / "scratch", timeout=900, workdir=SOURCE)
         lines = [line for line in done.stdout.splitlines() if line.startswith(MARKER)]
         assert lines, f"{engine} as {user}: exit {done.returncode}, no report; {done.stderr[-3000:]}"
@@ -116,6 +205,7 @@ def runs(tmp_path_factory) -> Runs:
         reports = dict(zip(ENVIRONMENTS, pool.map(run, ENVIRONMENTS)))
     found = Runs(reports)
     found.hostile_sha256 = {name: hashlib.sha256(data).hexdigest() for name, data in hostile.items()}
+    found.gradescope_sha256 = gradescope
     _write_notes(found)
     return found
 
@@ -154,12 +244,13 @@ def _table(runs: Runs) -> str:
 
 
 def _timings(runs: Runs) -> str:
-    lines = ["| environment | container (wall s) | " + " | ".join(runs[ENVIRONMENTS[0]]["steps"]) + " |",
-             "|---" * (2 + len(runs[ENVIRONMENTS[0]]["steps"])) + "|"]
+    names = list(dict.fromkeys(name for env in ENVIRONMENTS for name in runs[env]["steps"]))
+    lines = ["| environment | container (wall s) | " + " | ".join(names) + " |", "|---" * (2 + len(names)) + "|"]
     for env, label in zip(ENVIRONMENTS, IDS):
         steps = runs[env]["steps"]
         lines.append(f"| {label} | {runs[env]['wall_seconds']} | "
-                     + " | ".join(f"{s['seconds']} (exit {s['returncode']})" for s in steps.values()) + " |")
+                     + " | ".join(f"{steps[n]['seconds']} (exit {steps[n]['returncode']})" if n in steps else "-"
+                                  for n in names) + " |")
     try:
         lines.append("\nset-up: " + containers.TIMINGS.read_text().replace("\n", " "))
     except OSError:
@@ -290,3 +381,45 @@ def test_attack_is_contained(runs, env, attack):
 def test_no_process_outlives_grading(runs, env):
     assert runs[env]["processes_before"] == []
     assert runs[env]["processes_after"] == [], runs[env]["processes_after"][:20]
+
+
+# --- Gradescope: the zip's own run_autograder, in Docker as root ---------------------------------------------
+
+def _gradescope_result(runs: Runs, name: str) -> tuple[dict, dict]:
+    """The step's results.json, checked to be the one its grader wrote: the supervisor kept it (the run's token,
+    no 0 in its place), graded in tier 2, of the notebook handed in."""
+    step = runs[GRADESCOPE_ENV]["steps"][name]
+    said = step["stdout"][-3000:]
+    assert step["returncode"] == 0, said
+    assert GRADESCOPE_RESULTS in step["files"], said
+    result = step["files"][GRADESCOPE_RESULTS]
+    extra = result["extra_data"]
+    assert "not_graded" not in extra, (extra["not_graded"], said)
+    assert re.fullmatch(r"[0-9a-f]{64}", extra.get("run_token", "")), said
+    assert "does not carry this run's token" not in step["stdout"] and "replaced by a 0" not in step["stdout"]
+    assert extra["isolation"].startswith("tier 2"), extra["isolation"]
+    assert "Isolation: tier 2" in result["output"], result["output"]
+    assert not any(UNISOLATED in n for n in extra["notices"])
+    assert extra["submission"] == f"{ASSIGNMENT}.ipynb"
+    assert extra["submission_sha256"] == runs.gradescope_sha256[name]
+    return step, result
+
+
+def test_gradescope_run_autograder_grades_the_one_bug_notebook(runs):
+    _, result = _gradescope_result(runs, "gradescope_one_bug")
+    assert round(result["score"], 2) == 74.34, result["output"]
+    # the same grade as the kit's `grade` of the same notebook in the same container
+    grade = runs[GRADESCOPE_ENV]["steps"]["one_bug"]["files"][f"{OUT}/one_bug/results.json"]
+    assert result["score"] == grade["score"]
+
+
+def test_gradescope_run_autograder_keeps_the_graders_result_of_a_forger_killer(runs):
+    """The submission's full score over results.json never lands, its kills reach nothing of the grading: the
+    result is the grader's, the untouched release's 0 with every check, and still so after the settle."""
+    _, result = _gradescope_result(runs, "gradescope_hostile")
+    assert result["score"] != 100 and result["score"] == 0 and result["tests"], result["output"]
+    assert "FORGED" not in json.dumps(result)
+    said = _cell(result)
+    wrote = re.search(r"WROTE (\d+)", said)
+    assert wrote is None or wrote.group(1) == "0", said  # None: its own sandbox died of its kills first
+    assert runs[GRADESCOPE_ENV]["files"][GRADESCOPE_RESULTS] == result
