@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 import urllib.parse
@@ -61,11 +62,12 @@ def gradescope_root(archive: Path, folder: Path) -> Path:
     return folder
 
 
-def run_autograder(root: Path, **environment: str | None) -> tuple[dict, str]:
-    """Runs root/run_autograder as Gradescope does; returns results.json and what it printed.  The grading
-    interpreter is this one unless `environment` says otherwise (None removes a variable)."""
+def run_autograder(root: Path, prefix: tuple[str, ...] = (), **environment: str | None) -> tuple[dict, str]:
+    """Runs root/run_autograder as Gradescope does (under `prefix`, a command that runs another); returns
+    results.json and what it printed.  The grading interpreter is this one unless `environment` says otherwise
+    (None removes a variable)."""
     env = {**os.environ, "GRADESCOPE_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable, **environment}
-    done = subprocess.run(["bash", str(root / "run_autograder")], cwd=root, capture_output=True, text=True,
+    done = subprocess.run([*prefix, "bash", str(root / "run_autograder")], cwd=root, capture_output=True, text=True,
                           timeout=900, env={k: v for k, v in env.items() if v is not None})
     assert done.returncode == 0, done.stdout[-3000:]
     return json.loads((root / "results" / "results.json").read_text(encoding="utf-8")), done.stdout
@@ -317,7 +319,8 @@ def test_setup_installs_cpu_torch_and_the_kit_then_run_autograder_grades_with_it
     env = {**os.environ, "AUTOGRADER_SKIP_APT": "1", "AUTOGRADER_BASE_PYTHON": os.path.realpath(sys.executable),
            "AUTOGRADER_VENV": str(venv), "AUTOGRADER_TORCH_INDEX": torch_index}
     try:
-        done = subprocess.run(["bash", str(root / "source" / "setup.sh")], cwd=root / "source", env=env,
+        # from /, as Gradescope's image build runs it
+        done = subprocess.run(["bash", str(root / "source" / "setup.sh")], cwd="/", env=env,
                               capture_output=True, text=True, timeout=1500)
         assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
         probe = subprocess.run([str(venv / "bin" / "python"), "-c",
@@ -325,13 +328,21 @@ def test_setup_installs_cpu_torch_and_the_kit_then_run_autograder_grades_with_it
                                capture_output=True, text=True, timeout=120)
         assert probe.stdout.split() == ["2.13.0+cpu", "None"], probe.stderr
         assert (root / "source" / "installed-python").read_text().strip() == str(venv / "bin" / "python")
-        # the hidden material is root's alone; the engine stays readable to the sandbox's own uid
-        assert (root / "source").stat().st_mode & 0o077 == 0
+        # the hidden material is root's alone; the engine stays readable to the sandbox's own uid, on a way
+        # every uid may search but not list
+        assert (root / "source").stat().st_mode & 0o077 == 0o011
         assert (root / "source" / "assignments" / ASSIGNMENT / "rubric.toml").stat().st_mode & 0o077 == 0
         assert (root / "source" / "autograder" / "cli.py").stat().st_mode & 0o004
+        assert "setup.sh: sandbox: available" in done.stdout
         write_notebook(student_notebook(ASSIGNMENT), root / "submission" / f"{ASSIGNMENT}.ipynb")
-        results, _ = run_autograder(root, AUTOGRADER_PYTHON=None)  # the interpreter setup.sh installed
+        # pytest's folders and a Python below /root are root's alone; on Gradescope both live in /opt and /usr
+        base = Path(sys.base_prefix)
+        for folder in {*venv.parents, *root.parents, base, *base.parents} - {*Path(tempfile.gettempdir()).parents}:
+            folder.chmod(folder.stat().st_mode | 0o001)
+        # graded as in Gradescope's default Docker: tier 2, where the sandbox's uid reads the engine itself
+        results, _ = run_autograder(root, (sys.executable, str(PACKAGE_DIR.parent / "tests" / "docker_like.py")),
+                                    AUTOGRADER_PYTHON=None)  # the interpreter setup.sh installed
         check_specification(results)
-        assert results["score"] == 100
+        assert results["score"] == 100 and results["extra_data"]["isolation"].startswith("tier 2")
     finally:
         shutil.rmtree(venv, ignore_errors=True)  # 1.4 GB

@@ -24,6 +24,13 @@ from autograder import REPO_ROOT as ROOT
 from tests.test_sandbox import _ordinary_user
 
 DOCKER_LIKE = [sys.executable, str(ROOT / "tests" / "docker_like.py")]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def interpreter_readable_by_every_uid():
+    """A root grader's sandbox has a uid of its own, which must read the interpreter: a Python installed
+    below /root (mode 0700 on Debian) is searchable after this, as one installed in /usr or /opt is."""
+    _ordinary_user()
 TIERS = {"namespaces": [], "landlock": DOCKER_LIKE}
 
 PROBE = r'''

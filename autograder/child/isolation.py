@@ -47,7 +47,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 MS_NOATIME, MS_NODIRATIME = 0x400, 0x800
 MNT_DETACH = 2
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 24, 36, 38
 LAST_CAPABILITY = 63
 
@@ -196,10 +196,14 @@ def _mapped(uid: int) -> bool:
 
 
 def _become(uid: int) -> None:
-    """Root grader: leave root for a uid no other sandbox has; the kernel clears every capability."""
+    """Root grader: leave root for a uid no other sandbox has; the kernel clears every capability.  The change
+    also makes the process undumpable, which would hide its memory use from a grader without CAP_SYS_PTRACE
+    (root in a default container, reading as this uid: autograder.host.memory); being dumpable lets only
+    this uid's own processes in, and they are the submission's."""
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
+    _libc().prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
 
 
 def _capabilities() -> str:
@@ -304,6 +308,16 @@ def _processes_of(uid: int) -> int:
     return count
 
 
+def _check_readable(readable: list[str]) -> None:
+    """A uid of its own reads only what every uid may: say which needed path it cannot, rather than let the
+    submission fail on some import later (a Python installed below /root, mode 0700 on Debian, is the usual
+    one)."""
+    for path in readable:
+        if not os.access(path, os.R_OK):
+            raise IsolationError(f"the sandbox's uid cannot read {path}, which the interpreter needs: make it and "
+                                 "the folders above it readable and searchable by every user (chmod o+rX)")
+
+
 def _last_steps(libc: ctypes.CDLL) -> None:
     """What both tiers end with, once the identity is final: no_new_privs (which the seccomp filter and
     Landlock need), the filter, and the check that no capability is left."""
@@ -357,6 +371,7 @@ def _landlock(libc: ctypes.CDLL, staging: str, processes: int, readable: list[st
         os.chown(staging, uid, uid)
         os.chown(scratch, uid, uid)
         _become(uid)
+        _check_readable(readable)
         _set_rlimits({"RLIMIT_NPROC": processes}, notices)
     else:
         _drop_capabilities(libc)

@@ -6,9 +6,11 @@ the subreaper of everything they start, so orphans come back to it.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _children(pid: int) -> list[int]:
@@ -48,16 +50,44 @@ def resident(pids: list[int]) -> int:
     return total
 
 
-def proportional(pids: list[int]) -> int:
-    """Bytes used, a shared page counted as its share among the processes mapping it (Pss, smaps_rollup)."""
+def used(pids: list[int], as_uid: int | None = None) -> int:
+    """Bytes used: a page shared between processes counted as its share among those mapping it (Pss, from
+    smaps_rollup).  Root without CAP_SYS_PTRACE (as in a default container) may read another uid's only as
+    that uid, so `as_uid` (the sandbox's) is this thread's file-system uid and gid while it reads; where it still
+    cannot, the process's own anonymous and shared-memory pages (RssAnon + RssShmem, from status) stand in:
+    more than its share, never less of what it allocated."""
+    if as_uid is not None:  # this thread's alone; the kernel compares both ids (the sandbox's gid is its uid)
+        previous = _libc.setfsuid(as_uid), _libc.setfsgid(as_uid)
+    try:
+        total = 0
+        for pid in pids:
+            share = _proportional(pid)
+            total += share if share is not None else _allocated(pid)
+        return total
+    finally:
+        if as_uid is not None:
+            _libc.setfsuid(previous[0])
+            _libc.setfsgid(previous[1])
+
+
+def _proportional(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _allocated(pid: int) -> int:
     total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as rollup:
-                for line in rollup:
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1]) << 10
-                        break
-        except (OSError, ValueError, IndexError):
-            pass
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith(("RssAnon:", "RssShmem:")):
+                    total += int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
     return total

@@ -331,12 +331,15 @@ class Sandbox:
         resident memory, counted proportionally for pages they share with the zygote or with one another.
         The cheap count (resident pages, which is never below the proportional one) comes first."""
         limit = self.limits.memory_mb << 20
+        from autograder.child.isolation import SANDBOX_UID_BASE
+
+        uid = SANDBOX_UID_BASE + self.process.pid if self.tier and os.geteuid() == 0 else None
         while not self.killed:
             time.sleep(MEMORY_SAMPLE_SECONDS)
             if self.process.poll() is not None:  # its PID may already be another process's
                 return
             tree = memory.process_tree(self.process.pid)
-            if memory.resident(tree) > limit and (used := memory.proportional(tree)) > limit:
+            if memory.resident(tree) > limit and (used := memory.used(tree, uid)) > limit:
                 self.exceeded = (f"exceeded {self.limits.memory_mb} MB of memory ({used >> 20} MB in "
                                  f"{len(tree)} processes) and was stopped")
                 self.kill()

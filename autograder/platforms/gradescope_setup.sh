@@ -11,6 +11,8 @@
 set -euo pipefail
 
 KIT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# Gradescope runs this from /, where the folder /autograder would pass for the kit's package in `import autograder`
+cd "$KIT"
 BASE_PYTHON="${AUTOGRADER_BASE_PYTHON:-python3.11}"
 VENV="${AUTOGRADER_VENV:-/opt/autograder-venv}"
 TORCH_INDEX="${AUTOGRADER_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
@@ -63,10 +65,11 @@ print(f"setup.sh: torch {torch.__version__} (CPU), the kit from {kit}")
 CHECK
 
 # Only root reads the hidden suites, the rubric and the rest of this folder.  A sandboxed child needs no account
-# of its own: it runs under a uid nobody else has (2^30 + its PID), and it sees read-only views of /usr, /etc,
-# /opt, the Python installation, the virtual environment and the engine (autograder/) only.  Those views keep
-# their permissions, so the engine and the virtual environment stay readable to everyone.
+# of its own: it runs under a uid nobody else has (2^30 + its PID), and it reads only an allow-list: the Python
+# installation, the virtual environment and the engine (autograder/).  So those stay readable to every uid, and
+# this folder searchable (never listable) on the way to the engine.
 chmod -R go-rwx "$KIT"
+chmod go+x "$KIT"
 chmod -R go+rX "$KIT/autograder" "$VENV"
 
 # for the build log: whether this machine lets a child isolate itself (the machine that grades may differ)
