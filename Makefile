@@ -1,12 +1,13 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   the whole instructor flow on sample submissions, ending in the grade table
 #   make test   the kit's own test suite
+#   make test-fast   only its fast tier, the engine's unit tests (tests/conftest.py: FAST_TIER), in two minutes
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup benchmark browser containers
+.PHONY: demo test test-fast setup benchmark browser containers
 
 setup: $(STAMP)
 
@@ -33,6 +34,9 @@ containers:
 
 test: $(STAMP) browser containers
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests
 
 benchmark: $(STAMP)
 	$(BIN)/python -m autograder.authoring.benchmark
