@@ -107,28 +107,29 @@ def samples(tmp_path_factory) -> Path:
 
 
 def grade_class_both_ways(folder: Path, out: Path, course_root: Path, through_nbgrader: list[str],
-                          flags: list[str] = (), nbgrader_flags: list[str] = ()
+                          flags: list[str] = (), nbgrader_flags: list[str] = (), assignment: str = ASSIGNMENT
                           ) -> tuple[subprocess.CompletedProcess, dict[str, float]]:
-    """Grades the notebooks in `folder` with `grade-all --jobs 2` while nbgrader autogrades the students in
-    `through_nbgrader` (submitted from the same files) in a course of its own; returns the CLI's finished
+    """Grades the notebooks in `folder` with `grade-all --jobs 2 --assignment ASSIGNMENT` while nbgrader
+    autogrades the students in `through_nbgrader` (submitted from the same files, straight into the course's
+    submitted/ folder: the exchange is test_nbgrader.py's) in a course of its own; returns the CLI's finished
     process and nbgrader's score per student.  Most hostile submissions spend their time waiting out a
-    limit, so the two run side by side."""
+    limit, and nbgrader most of its own starting up, so the two run side by side."""
     import csv
     from concurrent.futures import ThreadPoolExecutor
 
     from autograder.authoring.demo import Course
 
-    course = Course(course_root, ASSIGNMENT)
+    course = Course(course_root, assignment)
     course.create()
-    course.nbgrader("generate_assignment", ASSIGNMENT, "--force")
+    course.nbgrader("generate_assignment", assignment, "--force")
     for student in through_nbgrader:
-        target = course.root / "submitted" / student / ASSIGNMENT
+        target = course.root / "submitted" / student / assignment
         target.mkdir(parents=True)
-        (target / f"{ASSIGNMENT}.ipynb").write_bytes((folder / f"{student}.ipynb").read_bytes())
+        (target / f"{assignment}.ipynb").write_bytes((folder / f"{student}.ipynb").read_bytes())
     course.add_students(through_nbgrader)
 
     def nbgrader_scores() -> dict[str, float]:
-        course.nbgrader("autograde", ASSIGNMENT, *nbgrader_flags)
+        course.nbgrader("autograde", assignment, *nbgrader_flags)
         grades = course.root / "grades.csv"
         course.nbgrader("export", "--to", str(grades))
         with grades.open(newline="") as handle:
@@ -136,7 +137,8 @@ def grade_class_both_ways(folder: Path, out: Path, course_root: Path, through_nb
 
     with ThreadPoolExecutor(1) as background:
         scores = background.submit(nbgrader_scores)
-        done = run_cli("grade-all", folder, "-o", out, "--jobs", "2", *flags, timeout=1800)
+        done = run_cli("grade-all", folder, "-o", out, "--jobs", "2", "--assignment", assignment, *flags,
+                       timeout=1800)
         return done, scores.result()
 
 

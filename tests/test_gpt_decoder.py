@@ -2,7 +2,6 @@
 fresh, its catalogue is caught at 100 %, and the command line and nbgrader grade it alike."""
 from __future__ import annotations
 
-import csv
 import json
 
 import pytest
@@ -15,7 +14,7 @@ from autograder.authoring.samples import write_demo_class
 from autograder.host.limits import Limits
 from autograder.host.remote import RemoteSubmission
 from autograder.judging.rubric import load_rubric
-from conftest import run_cli
+from conftest import grade_class_both_ways
 
 NAME = "gpt_decoder"
 
@@ -49,20 +48,17 @@ def test_check_suite_catches_every_mistake_and_passes_every_variant(graded):
 
 def test_the_command_line_and_nbgrader_grade_it_alike(tmp_path):
     students = write_demo_class(NAME, tmp_path / "class")
-    done = run_cli("grade-all", tmp_path / "class", "--assignment", NAME, "-o", tmp_path / "out", "--jobs", "2",
-                   timeout=900)
+    done, nbgrader = grade_class_both_ways(tmp_path / "class", tmp_path / "out", tmp_path / "course", list(students),
+                                           assignment=NAME)
     assert done.returncode == 0, done.stderr[-3000:]
     cli = {s: json.loads((tmp_path / "out" / f"{s}.json").read_text())["score"] for s in students}
     assert cli["alice"] == 100 and 0 < cli["bob"] < 100 and cli["carol"] == 0, cli
-
-    course = Course(tmp_path / "course", NAME)
-    course.create()
-    course.release()
-    for student, notebook in students.items():
-        course.student_submits(student, notebook)
-    with course.grade(list(students)).open(newline="") as table:
-        nbgrader = {row["student_id"]: float(row["score"]) for row in csv.DictReader(table)}
     assert nbgrader == pytest.approx(cli, abs=1e-3)
+
+    course = Course(tmp_path / "course", NAME)  # the course nbgrader graded: its feedback, for every student
+    course.nbgrader("generate_feedback", NAME, "--force")
+    for student in students:
+        assert (course.root / "feedback" / student / NAME / f"{NAME}.html").is_file(), student
 
 
 def test_no_assignments_hidden_files_are_visible_in_its_sandbox():
