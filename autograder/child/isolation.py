@@ -360,8 +360,8 @@ def _namespaces(libc: ctypes.CDLL, staging: str, processes: int, readable: list[
 def _landlock(libc: ctypes.CDLL, staging: str, processes: int, readable: list[str]) -> list[str]:
     notices: list[str] = []
     uid = SANDBOX_UID_BASE + os.getpid() if os.geteuid() == 0 and _mapped(SANDBOX_UID_BASE + os.getpid()) else None
-    if landlock.abi_version() < 1:  # before forking a supervisor: the refusal must be cheap and clear
-        raise IsolationError("Landlock is not available in this kernel (not built in, or not enabled at boot)")
+    if missing := landlock.unavailable():  # before forking a supervisor: the refusal must be cheap and clear
+        raise IsolationError(missing)
     _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "become the subreaper of the submission's processes")
     _fork_supervised(lambda: _end_descendants(uid))
     scratch = os.path.join(staging, "tmp")

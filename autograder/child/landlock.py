@@ -54,11 +54,20 @@ def _fail(what: str) -> LandlockError:
 
 
 def abi_version() -> int:
-    """The kernel's Landlock ABI, or 0 when it has none (not built in, or not enabled at boot)."""
+    """The kernel's Landlock ABI, or 0 when it has none (`unavailable` says why)."""
     if platform.system() != "Linux":
         return 0
     version = _libc().syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
     return max(int(version), 0)
+
+
+def unavailable() -> str:
+    """Why this kernel has no Landlock, with the errno it answered."""
+    if abi_version() > 0:
+        return ""
+    number = ctypes.get_errno()
+    why = {38: "not built into this kernel", 95: "built in but not enabled at boot (lsm=landlock)"}
+    return f"Landlock is {why.get(number, 'refused')}: {os.strerror(number)} (errno {number})"
 
 
 def restrict(readable: list[str], writable: list[str]) -> list[str]:
@@ -67,8 +76,7 @@ def restrict(readable: list[str], writable: list[str]) -> list[str]:
     no_new_privs set first.  Returns what the kernel's ABI could not enforce; raises LandlockError."""
     abi = abi_version()
     if abi < 1:
-        raise LandlockError("Landlock is not available in this kernel (it is not built in, or not enabled "
-                            "with lsm=landlock at boot)")
+        raise LandlockError(unavailable())
     fs = FS_ABI1 | (REFER if abi >= 2 else 0) | (TRUNCATE if abi >= 3 else 0) | (IOCTL_DEV if abi >= 5 else 0)
     net = NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
