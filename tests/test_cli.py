@@ -29,8 +29,14 @@ ONE_BUG_PER_PART = {
 }
 
 
-def test_reference_gets_full_marks_and_release_gets_zero(samples, tmp_path):
-    correct, _, _ = grade(samples / "correct.ipynb", tmp_path)
+@pytest.fixture(scope="module")
+def reference_graded(samples, tmp_path_factory) -> tuple[dict, float, subprocess.CompletedProcess]:
+    """The reference notebook graded once through the command line, for the tests of this file that read it."""
+    return grade(samples / "correct.ipynb", tmp_path_factory.mktemp("correct"))
+
+
+def test_reference_gets_full_marks_and_release_gets_zero(reference_graded, samples, tmp_path):
+    correct, _, _ = reference_graded
     assert correct["score"] == correct["max_score"] == 100
     assert part_scores(correct) == full_marks(correct)
     assert all(t["status"] == "passed" for t in correct["tests"])
@@ -52,8 +58,8 @@ def test_one_bug_loses_points_in_its_own_part_only(part, tmp_path):
     assert failed and all(t["output"] for t in failed)  # every failure says what went wrong
 
 
-def test_results_follow_the_gradescope_format(samples, tmp_path):
-    results, _, done = grade(samples / "correct.ipynb", tmp_path)
+def test_results_follow_the_gradescope_format(reference_graded):
+    results, _, done = reference_graded
     assert set(results) >= {"score", "max_score", "tests", "output", "visibility"}
     for test in results["tests"]:
         assert set(test) >= {"name", "score", "max_score", "status", "output", "visibility"}
