@@ -6,7 +6,6 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 
 from autograder.host.limits import BadLimit, from_environment as limits_from_environment
-from autograder.nbgrader_plugin import SandboxedGrading
 
 c = get_config()  # noqa: F821 (nbgrader supplies get_config)
 
@@ -21,10 +20,11 @@ c.NbGrader.logfile = os.path.join(c.CourseDirectory.root, "nbgrader.log")
 c.OverwriteCells.add_missing_cells = True
 
 # Hidden tests never run in the student's kernel: nbgrader's Execute is replaced by the kit's sandboxed
-# grader, which writes each test cell's verdict before SaveAutoGrades reads it.
+# grader, which writes each test cell's verdict before SaveAutoGrades reads it.  Named, not imported: only
+# autograde loads the grader (torch and all, seconds); every other nbgrader command reads this file too.
 c.Autograde.autograde_preprocessors = [
-    SandboxedGrading, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
-    AssignLatePenalties, CheckCellMetadata,
+    "autograder.nbgrader_plugin.SandboxedGrading", IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
 # Sandbox limits: each is a trait of SandboxedGrading and an AUTOGRADER_* environment variable, generated
 # from autograder/host/limits.py (defaults and meaning there, and in the README's Limits table), e.g.
