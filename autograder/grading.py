@@ -72,7 +72,7 @@ def _grade_file(path: Path, rubric: Rubric, limits: Limits) -> GradeResult:
                                                rubric.part_names))
         result.seconds = time.monotonic() - started
         return result
-    submission = RemoteSubmission(cells, limits, rubric.forbidden_ops)
+    submission = RemoteSubmission(cells, limits, rubric.forbidden_ops, rubric.preload)
     try:
         result.parts = score(rubric, run_suite(rubric.suite_files(), submission, rubric.part_names))
     finally:

@@ -1,5 +1,7 @@
 """Scoring: points shared by weight within a part, torch's own implementation costs the part, structure alone
 earns nothing."""
+import re
+
 import pytest
 
 from autograder.judging.judge import Outcome
@@ -81,3 +83,24 @@ def test_unknown_structural_check_is_a_rubric_error(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "ASSIGNMENTS", tmp_path)
     with pytest.raises(RubricError, match="does not define: test_shapes"):
         load_rubric("a")
+
+
+@pytest.mark.parametrize("preload, problem", [
+    (["torch._dynamo", "no such module!"], "preload names no module: 'no such module!'"),
+    (["assignments.a.test_p"], "preload names modules of the checkout, which the zygote never imports: "
+                               "assignments.a.test_p"),
+])
+def test_preload_names_installed_modules_only(tmp_path, monkeypatch, preload, problem):
+    import autograder.judging.rubric as module
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "test_p.py").write_text("def test_p(student):\n    pass\n")
+    (tmp_path / "a" / "rubric.toml").write_text(
+        f"preload = {preload!r}\n[[parts]]\nname = 'p'\npoints = 1\nsuite = 'test_p.py'\n")
+    monkeypatch.setattr(module, "ASSIGNMENTS", tmp_path)
+    with pytest.raises(RubricError, match=re.escape(problem)):
+        load_rubric("a")
+
+
+def test_the_gpt_decoder_preloads_what_adam_imports_lazily():
+    assert load_rubric("gpt_decoder").preload == ("torch._dynamo",)
+    assert load_rubric("transformer_block").preload == ()

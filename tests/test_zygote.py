@@ -238,3 +238,19 @@ def test_what_the_zygote_and_a_grader_imported_is_out_of_the_collectors_sight():
                             cwd=REPO, capture_output=True, text=True, timeout=300)
     before, after = map(int, grader.stdout.split())
     assert before == 0 and after > 50_000, grader.stderr[-2000:]
+
+
+def test_a_rubrics_preload_is_imported_by_the_zygote_before_the_child_exists():
+    """The child finds the module imported before its first line runs, so no submission pays for it (and the
+    next child, without a preload of its own, inherits it from the same zygote)."""
+    from autograder.host.remote import RemoteSubmission
+
+    asks = "import sys\ndef loaded():\n    return 'wave' in sys.modules\n"
+    seen = []
+    for preload in ([], ["wave"], []):
+        child = RemoteSubmission([asks], Limits(), [], preload)
+        try:
+            seen.append(child.call("loaded"))
+        finally:
+            child.close()
+    assert seen == [False, True, True]

@@ -82,11 +82,13 @@ def parse_ready(header: dict[str, Any], cells: int) -> tuple[list[dict[str, Any]
 
 
 class RemoteSubmission(Submission):
-    def __init__(self, cells: list[str], limits: Limits, forbidden_ops: Sequence[str]) -> None:
+    def __init__(self, cells: list[str], limits: Limits, forbidden_ops: Sequence[str],
+                 preload: Sequence[str] = ()) -> None:
         super().__init__()
         self.cells = cells
         self.limits = limits
         self.forbidden_ops = list(forbidden_ops)
+        self.preload = list(preload)
         self.started = time.monotonic()
         self.load_deadline = self.started + limits.timeout * LOAD_SHARE
         self.part_deadline = self.started + limits.timeout
@@ -125,7 +127,8 @@ class RemoteSubmission(Submission):
             load_seconds = first if self.generation == 0 else self.limits.timeout * LOAD_SHARE
             load_seconds = max(min(load_seconds, self.remaining()), 0)
             try:
-                self.sandbox = Sandbox(self.cells, self.limits, self.forbidden_ops, self.skipped_cells, load_seconds)
+                self.sandbox = Sandbox(self.cells, self.limits, self.forbidden_ops, self.skipped_cells, load_seconds,
+                                       self.preload)
             except ZygoteFailed as exc:  # the grader's own failure: no grade, rather than a grade of 0
                 raise JudgingInterrupted(f"could not start a sandbox ({exc})") from exc
             self.generation += 1

@@ -262,7 +262,8 @@ class Zygote:
 
 class Sandbox:
     def __init__(self, cells: list[str], limits: Limits, forbidden_ops: list[str],
-                 skip_cells: dict[int, str] | None = None, load_seconds: float | None = None) -> None:
+                 skip_cells: dict[int, str] | None = None, load_seconds: float | None = None,
+                 preload: list[str] | None = None) -> None:
         self.limits = limits
         self.notices: list[str] = []
         # the child builds its root file system on this empty directory inside its own mount namespace (the
@@ -275,7 +276,7 @@ class Sandbox:
                   "load_seconds": load_seconds if load_seconds is not None else limits.timeout,
                   "request_timeout": limits.request_timeout, "forbidden_ops": forbidden_ops,
                   "skip_cells": {str(k): v for k, v in (skip_cells or {}).items()},
-                  "rlimits": rlimits(limits), "processes": limits.processes,
+                  "rlimits": rlimits(limits), "processes": limits.processes, "preload": preload or [],
                   "tier": isolation_tier()[0] if limits.isolate else 0}
         self.cgroup = Cgroup.create(self.notices, limits.memory_mb << 20) if limits.isolate else None
         self.tier = config["tier"]

@@ -10,12 +10,17 @@ checks (all its other checks) passed.
 submission's cell is exactly the release's, it is not run (autograder/host/source_cells.py).  Each must be a
 locked code cell of the release notebook, which is what the submission is compared with.
 
+`preload` names modules the zygote imports before it forks a child for this assignment: those the solution
+reaches lazily and slowly (Adam's constructor imports torch._dynamo, 2 s), paid once per grading process
+instead of once per submission, and never while a request's timer runs.
+
 Rubrics and hidden suites live in the checkout, in `assignments/<name>/` at the repository root (the course
 root), outside the installed `autograder` package: installing the kit never makes them importable.
 """
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -57,6 +62,7 @@ class Part:
     off_limits: tuple[str, ...] = ()     # the same, as students call them (the notebook's policy table)
 
 
+MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 STRUCTURE_ALONE = "structure alone earns no points: no behaviour check of this part passed"
 
 
@@ -68,6 +74,7 @@ class Rubric:
     fine: tuple[str, ...] = ()  # torch functions students may use anywhere (the notebook's policy table)
     # grade_id -> the release's source of each cell in `skip_when_unchanged`: not run while unchanged
     skip_when_unchanged: Mapping[str, str] = field(default_factory=dict)
+    preload: tuple[str, ...] = ()  # modules the zygote imports for this assignment's children
 
     @property
     def forbidden_ops(self) -> tuple[str, ...]:
@@ -88,6 +95,10 @@ class Rubric:
         return {Path(p.suite).stem: p.name for p in self.parts}
 
 
+def _in_checkout(package: str) -> bool:
+    return (REPO_ROOT / package).exists() or (REPO_ROOT / f"{package}.py").exists()
+
+
 def load_rubric(assignment: str, notebook: Path | None = None) -> Rubric:
     """`notebook` is the one whose cells `skip_when_unchanged` names: by default the committed release,
     which submissions are compared with; the release generator checks the source notebook it releases."""
@@ -105,10 +116,19 @@ def load_rubric(assignment: str, notebook: Path | None = None) -> Rubric:
                            {k: float(v) for k, v in p.get("weights", {}).items()},
                            frozenset(_names(p.get("structural", []))), tuple(_names(p.get("forbidden_ops", []))),
                            tuple(_names(p.get("off_limits", [])))) for p in data["parts"])
-        rubric = Rubric(data.get("assignment", assignment), folder, parts, tuple(_names(data.get("fine", []))))
+        rubric = Rubric(data.get("assignment", assignment), folder, parts, tuple(_names(data.get("fine", []))),
+                        preload=tuple(_names(data.get("preload", []))))
         skippable = _names(data.get("skip_when_unchanged", []))
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
         raise RubricError(f"{path}: {type(exc).__name__}: {exc}") from None
+    bad = [name for name in rubric.preload if not MODULE_NAME.fullmatch(name)]
+    if bad:
+        raise RubricError(f"{path}: preload names no module: {', '.join(map(repr, bad))}")
+    # the zygote never imports the checkout's own code (hidden suites, solutions): only installed libraries
+    ours = [name for name in rubric.preload if _in_checkout(name.partition(".")[0])]
+    if ours:
+        raise RubricError(f"{path}: preload names modules of the checkout, which the zygote never imports: "
+                          f"{', '.join(ours)}")
     for part in parts:
         if not (folder / part.suite).is_file():
             raise RubricError(f"{path}: part {part.name!r} names a missing suite {part.suite}")
