@@ -38,6 +38,9 @@ from autograder import REPO_ROOT as REPO
 
 BUILD = REPO / "build" / "containers"
 LOCK = BUILD / ".lock"
+# the tarball outlives the checkout, like pip's cache: a fresh clone on this machine does not build it again
+# (the engines' images, named by the recipe's hash, outlive it too)
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "autograder-kit" / "containers"
 DOCKERD_LOG = BUILD / "dockerd.log"
 TIMINGS = BUILD / "timings.json"  # what the last build, daemon start and import took
 
@@ -131,8 +134,9 @@ def docker_binary() -> str:
 # --- (b) the root file system ---------------------------------------------------------------------------------
 
 def rootfs() -> Path:
-    """The tarball of the root file system, built once per recipe (about 90 s) and kept under build/."""
-    tarball = BUILD / f"rootfs-{recipe_hash()}.tar"
+    """The tarball of the root file system, built once per recipe (90-180 s) and kept in CACHE."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tarball = CACHE / f"rootfs-{recipe_hash()}.tar"
     with _locked():
         if tarball.exists():
             return tarball
@@ -148,7 +152,7 @@ def rootfs() -> Path:
             raise HarnessError(f"mmdebstrap failed ({done.returncode}): {done.stderr[-3000:]}")
         partial.rename(tarball)
         _record_timing("rootfs_build_seconds", time.monotonic() - started)
-        for old in BUILD.glob("rootfs-*.tar"):  # an older recipe's
+        for old in CACHE.glob("rootfs-*.tar"):  # an older recipe's
             if old != tarball:
                 old.unlink(missing_ok=True)
         return tarball
@@ -196,12 +200,19 @@ def _engine(engine: str) -> list[str]:
 def ensure_image(engine: str) -> str:
     """The root file system as `engine`'s image (imported once per recipe); returns its name."""
     ensure_packages()
-    tarball = rootfs()
     if engine == "docker":
         ensure_dockerd()
     name = image_name()
+
+    def imported() -> bool:
+        return subprocess.run([*_engine(engine), "image", "inspect", name], capture_output=True).returncode == 0
+
     with _locked():
-        if subprocess.run([*_engine(engine), "image", "inspect", name], capture_output=True).returncode == 0:
+        if imported():
+            return name
+    tarball = rootfs()  # only when an engine lacks the image: a machine that has both never builds it again
+    with _locked():
+        if imported():
             return name
         started = time.monotonic()
         done = subprocess.run([*_engine(engine), "import", str(tarball), name], capture_output=True, text=True,
