@@ -41,6 +41,10 @@ DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "
 
 # the notice every result graded without isolation carries: written by the child, read by the reports
 UNISOLATED = "graded WITHOUT isolation"
+# what autograder.child.provenance names when it refuses a route to torch's own implementation: the child's
+# word for one only costs it points, so any name of these shapes is taken
+ROUTE = re.compile(r"torch\.[\w.<>]{1,120}|native code \([\w./ ,()-]{1,100}\)|torch's own code, "
+                   r"(run afresh|rebuilt|compiled afresh)|the garbage collector's object lists \(gc\.\w+\)")
 
 
 class ProtocolError(Exception):

@@ -31,9 +31,10 @@ UNBIASED_VARIANCE = ("var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)", "var 
 # here are shorter and follow in collection order.
 LONGEST_FIRST = ["test_gpt_decoder.py", "test_nbgrader.py", "test_containers.py", "test_gradescope.py",
                  "test_hostile.py", "test_cli.py", "test_browser.py", "test_forbidden.py", "test_catalogue.py",
-                 "test_batch.py", "test_feedback_html.py", "test_service.py", "test_cluster.py", "test_sandbox.py",
-                 "test_tiers.py", "test_determinism.py", "test_gradescope_results.py", "test_zygote.py",
-                 "test_github_classroom.py", "test_limits.py", "test_formats.py"]
+                 "test_batch.py", "test_torch_routes.py", "test_feedback_html.py", "test_service.py",
+                 "test_cluster.py", "test_sandbox.py", "test_tiers.py", "test_determinism.py",
+                 "test_gradescope_results.py", "test_zygote.py", "test_github_classroom.py", "test_limits.py",
+                 "test_formats.py"]
 
 # `make test-fast`: the engine's unit tests, seconds each, nothing graded through the command line, nbgrader, a
 # browser or a container.  Every other file is marked `slow` (a new file too, until it is named here); `make test`

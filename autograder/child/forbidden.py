@@ -1,26 +1,25 @@
 """Makes torch's own implementations of the graded operations unusable in the child, before the student's
 first line runs.
 
-For every operation the rubric names:
-- each aten kernel of that name, on every dispatch key that has one (CPU, the composite keys, autograd,
+For every operation the rubric names (a name or a shell pattern such as `*batch_norm*`):
+- each aten kernel of a matching name, every overload, on every dispatch key that has one (CPU, the composite keys, autograd,
   nested tensors, functorch, autocast: asked of the dispatcher, not listed here; only Meta, which computes
   shapes and no values, is left), is
   overridden by one that raises.  This holds in every thread and under every mode, and no Python-level state
   the student can change undoes it: the registration lives in the dispatcher, and the library handle that
   could remove it is kept alive by a reference count no Python object holds (it is not even in the garbage
   collector's lists);
-- the Python functions in torch that compute the same thing without those kernels (the reference
-  implementations in torch._refs, the decompositions in torch._decomp and its tables, and
-  torch.nn.functional.multi_head_attention_forward, which nn.MultiheadAttention uses) are replaced by ones
-  that raise.
+- the Python functions and classes of torch.nn with a matching name have their code swapped for code that
+  refuses (autograder.child.provenance, which also refuses torch's private namespaces whole), and the
+  decomposition tables' entries are replaced.
 A call then fails the request it belongs to on its own: the grade does not need the child's word.
-
-What this cannot stop: native code loaded into the process (ctypes, a compiled extension) can rewrite
-anything in it, and torch's Python source can be copied or reloaded like any other published code.
 """
 from __future__ import annotations
 
 import ctypes
+import fnmatch
+import functools
+import re
 import sys
 import warnings
 from typing import Any, Callable, Iterable
@@ -37,6 +36,7 @@ def _ignore(_name: str) -> None:
 
 
 _notify: Callable[[str], None] = _ignore  # told of every refused call (the child's op recorder)
+_notify_route: Callable[[str], None] = _ignore  # told of every route autograder.child.provenance refused
 
 
 def refusal(name: str) -> Any:
@@ -46,6 +46,15 @@ def refusal(name: str) -> Any:
                                  "operations (the notebook lists what is allowed)")
     refuse.__name__ = f"forbidden_{name}"
     return refuse
+
+
+def refuse_route(route: str) -> None:
+    """What autograder.child.provenance calls on reaching torch's own implementation (or native code) by any
+    route other than a forbidden operation's name."""
+    _notify_route(route)
+    raise ForbiddenOperation(f"{route} is off-limits in this assignment: it is torch's own implementation (or "
+                             "native code), not yours; build it from basic operations (the notebook lists what "
+                             "is allowed)")
 
 
 def _kernel_keys(operator: str) -> list[str]:
@@ -61,6 +70,40 @@ def _kernel_keys(operator: str) -> list[str]:
     return keys
 
 
+def matcher(patterns: Iterable[str]) -> Callable[[str], bool]:
+    """Whether a name matches one of `patterns` (names, or shell patterns such as `*batch_norm*`)."""
+    expression = re.compile("|".join(fnmatch.translate(p) for p in patterns) or "(?!)")
+    return lambda name: expression.match(name) is not None
+
+
+def aten_operators(patterns: Iterable[str]) -> dict[str, list[str]]:
+    """Every aten operator whose name matches one of `patterns`, asked of the dispatcher: {operator: its
+    overloads, "" for the default one}."""
+    import torch
+
+    matches = matcher(patterns)
+    operators: dict[str, list[str]] = {}
+    for full in torch._C._dispatch_get_all_op_names():
+        namespace, _, rest = full.partition("::")
+        name, _, overload = rest.partition(".")
+        if namespace == "aten" and matches(name):
+            operators.setdefault(name, []).append(overload)
+    return operators
+
+
+@functools.lru_cache(maxsize=8)
+def kernel_plan(names: tuple[str, ...]) -> tuple[tuple[str, str, str], ...]:
+    """(operator, overload-qualified name, dispatch key) of every kernel to override for `names`.  Asking the
+    dispatcher takes a third of a second, the same for every child of an assignment: the zygote works it
+    out before it forks them (autograder.child.zygote), and they inherit the answer."""
+    plan = []
+    for name, overloads in sorted(aten_operators(names).items()):
+        for overload in overloads:  # every overload: `.no_stats` computes what the default one does
+            qualified = f"{name}.{overload}" if overload else name
+            plan += [(name, qualified, key) for key in _kernel_keys(f"aten::{qualified}")]
+    return tuple(plan)
+
+
 def _disable_kernels(names: Iterable[str]) -> list[str]:
     import torch
 
@@ -68,12 +111,9 @@ def _disable_kernels(names: Iterable[str]) -> list[str]:
     disabled = []
     with warnings.catch_warnings():  # "overriding a previously registered kernel" is the point
         warnings.simplefilter("ignore")
-        for name in names:
-            if not hasattr(torch.ops.aten, name):
-                continue  # a Python-only name, such as multi_head_attention_forward
-            for key in _kernel_keys(f"aten::{name}"):
-                library.impl(name, key, refusal(name), False)
-                disabled.append(f"aten::{name}/{key}")
+        for name, qualified, key in kernel_plan(tuple(sorted(names))):
+            library.impl(qualified, key, refusal(name), False)
+            disabled.append(f"aten::{qualified}/{key}")
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(library))  # dropping the last reference would deregister
     return disabled
 
@@ -82,24 +122,30 @@ def _disable_python(names: frozenset[str]) -> list[str]:
     import torch._decomp
 
     disabled = []
+    forbidden = matcher(names)
     for home in PYTHON_HOMES:
         module = sys.modules.get(home)
-        for name in sorted(names & set(vars(module)) if module else ()):
+        for name in sorted(n for n in vars(module) if forbidden(n)) if module else ():
             if callable(getattr(module, name)):
                 setattr(module, name, refusal(name))
                 disabled.append(f"{home}.{name}")
     for table in (torch._decomp.decomposition_table, torch._decomp.pre_autograd_decomposition_table):
         for op in list(table):
-            if getattr(getattr(op, "_overloadpacket", None), "__name__", None) in names:
+            if forbidden(getattr(getattr(op, "_overloadpacket", None), "__name__", "")):
                 table[op] = refusal(op._overloadpacket.__name__)
                 disabled.append(f"decomposition of {op}")
     return disabled
 
 
-def disable(names: Iterable[str], notify: Callable[[str], None] = _ignore) -> list[str]:
+def disable(names: Iterable[str], notify: Callable[[str], None] = _ignore,
+            notify_route: Callable[[str], None] = _ignore) -> list[str]:
     """Disable every implementation of `names`; `notify(name)` is called on each refused call, so a call
-    refused before torch's modes could see it is still reported.  Returns what was disabled."""
-    global _notify
-    _notify = notify
+    refused before torch's modes could see it is still reported, and `notify_route(route)` on each call
+    autograder.child.provenance refuses.  Returns what was disabled."""
+    global _notify, _notify_route
+    _notify, _notify_route = notify, notify_route
     names = frozenset(names)
-    return _disable_kernels(sorted(names)) + _disable_python(names)
+    from autograder.child import provenance
+
+    graded = provenance.neutralise_graded(names, "torch.nn", refuse_route)
+    return _disable_kernels(sorted(names)) + _disable_python(names) + graded

@@ -243,6 +243,9 @@ def prepare() -> None:
     with OpRecorder(frozenset()):
         leaf = torch.ones(2, requires_grad=True)
         torch.softmax(leaf * 2, dim=-1).sum().backward()
+    from autograder.child import provenance
+
+    provenance.neutralise_private(forbidden.refuse_route)  # for every child: none of them may run these
     # everything imported so far lives as long as the process: out of the garbage collector's sight, no
     # child's collection walks it, which would cost time and copy every page it touches (fork shares them)
     gc.freeze()
@@ -286,7 +289,7 @@ def run(config: dict[str, Any], sock: socket.socket) -> None:
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     server = Server(sock, namespace, config)  # imports all the kit's code the child needs, before the student's
     # calling one now fails the request on its own; the recorder's report only names it
-    forbidden.disable(config["forbidden_ops"], server.recorder.saw)
+    forbidden.disable(config["forbidden_ops"], server.recorder.saw, server.recorder.refused)
     if config["root"] in sys.path:
         sys.path.remove(config["root"])  # the kit's root is not importable by the submission (nor mounted)
     # a submission that draws from the global RNGs must see the same numbers on every run, or its grade would
@@ -295,6 +298,9 @@ def run(config: dict[str, Any], sock: socket.socket) -> None:
 
     random.seed(0)
     torch.manual_seed(0)
+    from autograder.child import provenance
+
+    provenance.install_hook(forbidden.refuse_route)  # the last step before the student's first line
     errors = run_cells(cells, namespace, float(config["cell_timeout"]), float(config["load_seconds"]),
                        config["skip_cells"], lambda number: protocol.send(sock, {"cell": number}))
     names = sorted(k for k in list(namespace) if type(k) is str and not k.startswith("_"))[:MAX_NAMES]

@@ -79,11 +79,17 @@ def _preload(modules: Iterable[str]) -> None:
         except Exception:  # noqa: BLE001 - the child meets the same error in its own time, and says so
             traceback.print_exc()
     if missing:
+        from autograder.child import forbidden, provenance
+
+        provenance.neutralise_private(forbidden.refuse_route)  # what they imported of torch's private code too
         gc.freeze()  # as prepare() does: out of the collector's sight, shared with every child
 
 
 def _spawn(request: dict, fds: list[int]) -> int:
+    from autograder.child import forbidden
+
     _preload(request["spawn"].get("preload", ()))
+    forbidden.kernel_plan(tuple(sorted(request["spawn"].get("forbidden_ops", ()))))  # inherited by the child
     pid = os.fork()
     if pid == 0:
         signal.set_wakeup_fd(-1)

@@ -6,6 +6,7 @@ last, so one crash in one part does not cost the other parts.
 """
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import subprocess
 import time
@@ -274,8 +275,9 @@ class RemoteSubmission(Submission):
                                            max_payload=self.limits.reply_mb << 20)
             if reply.get("id") != header["id"] or type(reply.get("ok")) is not bool:
                 raise Malformed("reply to a different request")
-            forbidden = _texts(reply.get("forbidden", []), 50, 100)
-            self.forbidden_seen.update(f for f in forbidden if f in self.forbidden_ops)
+            forbidden = _texts(reply.get("forbidden", []), 50, 160)
+            self.forbidden_seen.update(f for f in forbidden if protocol.ROUTE.fullmatch(f)
+                                       or any(fnmatch.fnmatchcase(f, p) for p in self.forbidden_ops))
             if not reply["ok"]:
                 error = reply.get("error")
                 if type(error) is not dict:
