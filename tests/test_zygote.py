@@ -254,3 +254,18 @@ def test_a_rubrics_preload_is_imported_by_the_zygote_before_the_child_exists():
         finally:
             child.close()
     assert seen == [False, True, True]
+
+
+def test_the_gpt_decoders_preload_imports_in_the_zygote_past_torchs_swapped_private_code():
+    """torch._dynamo's import calls torch's private helpers (swapped in the zygote, answered by its audit
+    hook): it must complete there, or every submission would pay for it again in its own time."""
+    from autograder.host.remote import RemoteSubmission
+    from autograder.judging.rubric import load_rubric
+
+    preload = load_rubric("gpt_decoder").preload
+    asks = f"import sys\ndef loaded():\n    return [m in sys.modules for m in {list(preload)!r}]\n"
+    child = RemoteSubmission([asks], Limits(), [], preload)
+    try:
+        assert child.call("loaded") == [True] * len(preload)
+    finally:
+        child.close()

@@ -185,14 +185,18 @@ def _swap(functions: Iterable[tuple[types.FunctionType, str]], refuse: Callable[
 
 def neutralise_private(refuse: Callable[[str], Any]) -> int:
     """Every function of torch's private namespaces imported so far refuses from now on (the zygote calls
-    this after its imports, and again after a rubric's preload).  Returns how many were swapped."""
+    this after its imports, and again after a rubric's preload); the first call installs the audit hook,
+    which answers the gates from then on.  Returns how many were swapped."""
     global INDEX
     if INDEX is None:
         INDEX = Index()
+        _install(refuse)
     else:
         INDEX.scan()
     private, INDEX.private = INDEX.private, []
-    return _swap(private, refuse, INDEX, gate_module_functions=True)
+    swapped = _swap(private, refuse, INDEX, gate_module_functions=True)
+    _absorb()
+    return swapped
 
 
 def neutralise_graded(patterns: Iterable[str], home: str, refuse: Callable[[str], Any]) -> list[str]:
@@ -205,6 +209,7 @@ def neutralise_graded(patterns: Iterable[str], home: str, refuse: Callable[[str]
               for head, functions in index.by_head.items() if matches(head)
               for function in functions if (function.__module__ or "").startswith(home)]
     _swap(chosen, refuse, index, gate_module_functions=False)
+    _absorb()
     return [route for _, route in chosen]
 
 
@@ -212,21 +217,45 @@ def _codes_refused(codes: Iterable[types.CodeType], prints: set[tuple]) -> bool:
     return any(fingerprint(c) in prints for code in codes for c in nested_codes(code))
 
 
-def install_hook(refuse: Callable[[str], Any]) -> None:
-    """From now on, in this process: torch's own code compiled or run afresh, native code and private
-    modules not yet imported are refused.  Called just before the student's first line; it cannot be undone."""
-    index = INDEX or Index()
-    prints, bytecodes = set(index.prints), set(index.bytecodes)
-    gated, index.gated = index.gated, {}  # from now on only the hook holds the originals
+def _absorb() -> None:
+    """Replaced by _install: hands what the index gathered to the hook."""
+
+
+def enforce() -> None:
+    """Replaced by _install: from now on the rule holds (a one-way switch; the child throws it just before
+    the student's first line)."""
+
+
+def _install(refuse: Callable[[str], Any]) -> None:
+    """The audit hook, once per process (the zygote's, inherited by every child).  It answers the gates from
+    the start; once `enforce` is called it also refuses torch's own code compiled or run afresh, native
+    code, and private modules the submission imports."""
+    global _absorb, enforce
+    prints: set[tuple] = set()
+    bytecodes: set[bytes] = set()
+    gated: dict[int, tuple[types.FunctionType, str, str, types.CodeType, bool]] = {}  # only the hook holds these
     private_modules = tuple(f"torch.{p.replace('/', '.')}" for p in PRIVATE)
-    files = [m.__file__ for m in list(sys.modules.values()) if type(getattr(m, "__file__", None)) is str]
-    loaded = frozenset(f for f in files if f.endswith(EXTENSION_SUFFIXES))
-    # the interpreter's own extensions and the installed packages' (matplotlib's, imported by a plot cell) are
-    # the course's software; a file anywhere else (one the submission wrote) is new native code
-    native_homes = tuple({os.path.join(os.path.dirname(os.__file__), "lib-dynload") + os.sep} |
-                         {os.path.realpath(p) + os.sep for p in sys.path if p.endswith("site-packages")})
+    enforcing: dict[str, Any] = {}  # once enforced: the extension files already loaded, the installed homes
     busy = [False]  # the hook's own compile and loads raise events too
     torch_root, private = _torch_root(), _private_folders()
+
+    def absorb() -> None:
+        if enforcing and not busy[0]:
+            refuse("the kit's own index")  # after the switch only the hook itself adds to what it holds
+        gated.update(INDEX.gated)
+        INDEX.gated = {}
+        prints.update(INDEX.prints)
+        bytecodes.update(INDEX.bytecodes)
+
+    def switch_on() -> None:
+        if enforcing:
+            return
+        files = [m.__file__ for m in list(sys.modules.values()) if type(getattr(m, "__file__", None)) is str]
+        enforcing["loaded"] = frozenset(f for f in files if f.endswith(EXTENSION_SUFFIXES))
+        # the interpreter's own extensions and the installed packages' (matplotlib's, imported by a plot cell)
+        # are the course's software; a file anywhere else (one the submission wrote) is new native code
+        enforcing["homes"] = tuple({os.path.join(os.path.dirname(os.__file__), "lib-dynload") + os.sep} |
+                                   {os.path.realpath(p) + os.sep for p in sys.path if p.endswith("site-packages")})
 
     def caller_outside_importlib(frame: types.FrameType | None) -> types.FrameType | None:
         while frame is not None and frame.f_code.co_filename.startswith(IMPORT_MACHINERY):
@@ -256,10 +285,6 @@ def install_hook(refuse: Callable[[str], Any]) -> None:
             importlib.import_module(name)
             if sum(1 for m in list(sys.modules) if m.startswith(private_modules)) != before:
                 neutralise_private(refuse)
-                gated.update(INDEX.gated)
-                INDEX.gated = {}
-                prints.update(INDEX.prints)
-                bytecodes.update(INDEX.bytecodes)
         finally:
             busy[0] = False
         return True
@@ -278,8 +303,9 @@ def install_hook(refuse: Callable[[str], Any]) -> None:
             if where.startswith(private if not anyone else torch_root) and name in caller.f_code.co_names:
                 raise Returned(original(*args[1], **args[2]))
             refuse(route)
-        if busy[0]:
+        if busy[0] or not enforcing:
             return
+        loaded, native_homes = enforcing["loaded"], enforcing["homes"]
         if event in NATIVE_EVENTS:
             refuse(f"native code ({event})")
         if event == "import":
@@ -322,6 +348,7 @@ def install_hook(refuse: Callable[[str], Any]) -> None:
             refuse(f"the garbage collector's object lists ({event})")
 
     sys.addaudithook(hook)
+    _absorb, enforce = absorb, switch_on
 
 
 def _compiled(event: str, args: tuple) -> list[types.CodeType]:

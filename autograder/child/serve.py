@@ -300,7 +300,7 @@ def run(config: dict[str, Any], sock: socket.socket) -> None:
     torch.manual_seed(0)
     from autograder.child import provenance
 
-    provenance.install_hook(forbidden.refuse_route)  # the last step before the student's first line
+    provenance.enforce()  # the last step before the student's first line
     errors = run_cells(cells, namespace, float(config["cell_timeout"]), float(config["load_seconds"]),
                        config["skip_cells"], lambda number: protocol.send(sock, {"cell": number}))
     names = sorted(k for k in list(namespace) if type(k) is str and not k.startswith("_"))[:MAX_NAMES]
