@@ -34,7 +34,7 @@ def interpreter_readable_by_every_uid():
 TIERS = {"namespaces": [], "landlock": DOCKER_LIKE}
 
 PROBE = r'''
-import ctypes, errno, os, signal, socket, time
+import errno, os, signal, socket, time
 
 def probe(grader, checkout):
     found = {"uid": os.getuid(), "cwd": os.getcwd()}
@@ -61,9 +61,13 @@ def probe(grader, checkout):
         found["signal grader"] = True
     except OSError:
         found["signal grader"] = False
-    libc = ctypes.CDLL(None, use_errno=True)
-    found["unshare"] = libc.unshare(0x10000000) == 0
-    found["ptrace grader"] = libc.ptrace(16, grader, 0, 0) == 0  # PTRACE_ATTACH
+    # the kernel's answer, not the child's audit hook's (which refuses ctypes): asked by a fresh interpreter
+    # in the same sandbox, as native code that got past the hook would ask it
+    import subprocess, sys
+    asks = ("import ctypes, sys; libc = ctypes.CDLL(None, use_errno=True); "
+            "print(libc.unshare(0x10000000) == 0, libc.ptrace(16, int(sys.argv[1]), 0, 0) == 0)")  # PTRACE_ATTACH
+    answer = subprocess.run([sys.executable, "-I", "-c", asks, str(grader)], capture_output=True, text=True)
+    found["unshare"], found["ptrace grader"] = (word == "True" for word in answer.stdout.split())
     for target in ("/tmp/planted-" + str(grader), checkout + "/planted"):
         try:
             open(target, "w").write("x")
