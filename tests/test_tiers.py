@@ -234,7 +234,10 @@ def test_the_sandbox_sees_an_allow_list_wherever_the_course_lives(tier, location
         # no file could be read; folders hold nothing but the mount points leading to the engine and the
         # environment (tier 1), or cannot be listed at all (tier 2)
         assert set(seen) <= {str(checkout.parent), str(checkout), f"{checkout}/assignments", f"{checkout}/solutions"}
-        on_the_way = {checkout.name} | {p.name for p in Path(sys.base_prefix).parents if p.parent == checkout.parent}
+        # ... and to the interpreter and the environment the course's was made from (this checkout's, which
+        # may itself live in that folder: a clone in /tmp)
+        on_the_way = {checkout.name} | {p.name for p in [*Path(sys.base_prefix).parents, ROOT, *ROOT.parents]
+                                        if p.parent == checkout.parent}
         assert set(seen.get(str(checkout.parent), [])) <= on_the_way, seen  # the folders leading to what it needs
         assert all(seen[folder] == [] for folder in seen if folder != str(checkout.parent)), seen
     finally:

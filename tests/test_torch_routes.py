@@ -83,7 +83,10 @@ def probes():
         "forged gate": outcome(lambda: sys.audit("autograder.gate", 0, ((2, 1),), {})),
         "compiled under torch's file name": outcome(_fake_torch_file),
         "reloaded torch._refs": outcome(lambda: __import__("importlib").reload(torch._refs)),
-        "import torch._inductor": outcome(lambda: __import__("torch._inductor")),
+        # a private module nothing imported yet (a zygote that preloaded torch._dynamo holds parts of others)
+        "import a private module": outcome(lambda: __import__(next(
+            name for name in ("torch.testing._internal.common_nn", "torch.onnx._internal.exporter._core",
+                              "torch._inductor.codegen.cpp") if name not in sys.modules))),
         "ctypes.CDLL": outcome(lambda: ctypes.CDLL(None)),
         "cffi": outcome(lambda: __import__("cffi")),
         "gc.get_objects": outcome(gc.get_objects),
@@ -106,8 +109,8 @@ def test_each_kind_of_route_is_refused_and_honest_code_is_not():
     assert seen == {
         "torch.broadcast_shapes": "ran", "torch._refs._broadcast_shapes": "refused", "forged gate": "ran",
         "compiled under torch's file name": "refused", "reloaded torch._refs": "refused",
-        "import torch._inductor": "refused", "ctypes.CDLL": "refused", "cffi": "refused",
+        "import a private module": "refused", "ctypes.CDLL": "refused", "cffi": "refused",
         "gc.get_objects": "refused", "decimal": "ran", "numpy.random": "ran", "torch.fx": "ran", "inspect": "ran",
     }
-    assert {"torch._refs._broadcast_shapes", "torch._inductor", "native code (ctypes.dlopen)",
+    assert {"torch._refs._broadcast_shapes", "native code (ctypes.dlopen)",
             "the garbage collector's object lists (gc.get_objects)"} <= routes, routes
