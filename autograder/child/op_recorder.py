@@ -12,8 +12,6 @@ Two levels report to the recorder while a request runs:
 """
 from __future__ import annotations
 
-import fnmatch
-import re
 from typing import Any
 
 from torch.overrides import TorchFunctionMode
@@ -34,7 +32,9 @@ class OpRecorder:
 
     def __init__(self, forbidden: frozenset[str]) -> None:
         self.forbidden = forbidden  # names, or shell patterns (`*batch_norm*`)
-        self.matches = re.compile("|".join(fnmatch.translate(p) for p in forbidden) or "(?!)").match
+        from autograder.child.forbidden import matcher
+
+        self.matches = matcher(forbidden)
         self.verdicts: dict[str, bool] = {}  # name -> forbidden?, worked out once per name
         self.seen: set[str] = set()
         self._mode: _FunctionLevel | None = None

@@ -30,7 +30,6 @@ grade does not need the child's word.
 """
 from __future__ import annotations
 
-import fnmatch
 import functools
 import gc
 import importlib
@@ -38,7 +37,6 @@ import importlib.machinery
 import importlib.util
 import marshal
 import os
-import re
 import sys
 import types
 from typing import Any, Callable, Iterable
@@ -204,7 +202,9 @@ def neutralise_graded(patterns: Iterable[str], home: str, refuse: Callable[[str]
     `home` whose qualified name's first part matches one of `patterns` (a function, or a class: all its
     methods) refuse from now on.  Returns their routes."""
     index = INDEX or Index()
-    matches = re.compile("|".join(fnmatch.translate(p) for p in patterns) or "(?!)").match
+    from autograder.child.forbidden import matcher
+
+    matches = matcher(patterns)
     chosen = [(function, f"{function.__module__}.{function.__qualname__}")
               for head, functions in index.by_head.items() if matches(head)
               for function in functions if (function.__module__ or "").startswith(home)]
