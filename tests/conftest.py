@@ -86,6 +86,8 @@ def full_marks(results: dict) -> dict[str, float]:
 
 
 def processes_mentioning(token: str) -> list[str]:
+    """Processes whose command line or working folder holds `token` (a sandboxed process cannot run another
+    program, so a test's daemon marks itself with the folder it works in)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
@@ -94,8 +96,12 @@ def processes_mentioning(token: str) -> list[str]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if token in cmdline:
-            found.append(f"{proc.name}: {cmdline[:200]}")
+        try:
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            cwd = ""
+        if token in cmdline or token in cwd:
+            found.append(f"{proc.name}: {cmdline[:200]} (in {cwd[:200]})")
     return found
 
 

@@ -211,7 +211,7 @@ def facts() -> dict:
 # --- watching the container ---------------------------------------------------------------------------------
 
 def processes() -> list[dict]:
-    """Every live process but this one: pid, ppid, uid, state and command line."""
+    """Every live process but this one: pid, ppid, uid, state, command line and working folder."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
@@ -226,11 +226,15 @@ def processes() -> list[dict]:
                 cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except (OSError, ValueError):
             continue  # it ended meanwhile
+        try:
+            cwd = os.readlink(f"/proc/{name}/cwd")
+        except OSError:
+            cwd = ""
         if fields[0] == "Z":
             continue
         found.append({"pid": int(name), "ppid": int(fields[1]), "state": fields[0],
                       "uid": int(status["Uid"].split()[0]), "rss_kb": int(status.get("VmRSS", "0 kB").split()[0]),
-                      "comm": stat[stat.index("(") + 1:stat.rindex(")")], "cmdline": cmdline[:300]})
+                      "comm": stat[stat.index("(") + 1:stat.rindex(")")], "cmdline": cmdline[:300], "cwd": cwd[:300]})
     return found
 
 
@@ -250,7 +254,7 @@ def anonymous_memory() -> int | None:
 
 class Sampler(threading.Thread):
     """Peaks while a step runs: live processes, anonymous memory, and the resident memory of the processes
-    whose command line holds `token`."""
+    whose command line or working folder holds `token`."""
 
     def __init__(self, token: str) -> None:
         super().__init__(daemon=True)
@@ -263,7 +267,7 @@ class Sampler(threading.Thread):
             listed = processes()
             self.peak_processes = max(self.peak_processes, len(listed))
             self.peak_token_rss_kb = max(self.peak_token_rss_kb,
-                                         sum(p["rss_kb"] for p in listed if self.token and self.token in p["cmdline"]))
+                                         sum(p["rss_kb"] for p in listed if self.token and self.token in p["cmdline"] + p["cwd"]))
             self.peak_anon = max(self.peak_anon, anonymous_memory() or 0)
             self.samples += 1
             self.done.wait(0.2)

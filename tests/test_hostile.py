@@ -77,12 +77,15 @@ TAMPER_CELLS = [
      "def layer_norm(x, weight, bias, eps=1e-5):\n    return _honest_layer_norm(x, weight, bias, eps).as_subclass(Agreeable)"),
 ]
 SLEEPER = f"[sys.executable, '-c', 'import time; time.sleep(3600)', '{TOKEN}']"
+# A process that cannot run another program (the sandbox refuses execve) names itself by its working folder
+MARKED = f"os.makedirs({TOKEN!r}, exist_ok=True)\nos.chdir({TOKEN!r})\n"
 LINGERING_CELLS = [
     f"import subprocess, sys\nsubprocess.Popen({SLEEPER})",
     f"import subprocess, sys\nsubprocess.Popen({SLEEPER}, start_new_session=True)",
-    # a classic daemon: double fork and setsid
-    (f"import os, sys\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-     f"        os.execv(sys.executable, {SLEEPER})\n    os._exit(0)"),
+    # a classic daemon: double fork and setsid, then it tries to become another program, then stays as it is
+    (f"import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+     f"        {MARKED.replace(chr(10), chr(10) + '        ')}try:\n            os.execv(sys.executable, {SLEEPER})\n"
+     f"        except OSError:\n            time.sleep(3600)\n    os._exit(0)"),
 ]
 
 
@@ -111,7 +114,7 @@ while time.time() < end:
 def saboteur(class_dir: str) -> str:
     loop = SABOTEUR_LOOP.replace("__CLASS__", repr(class_dir)).replace("__TOKEN__", TOKEN)
     return ("import os, sys\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-            f"        os.execv(sys.executable, [sys.executable, '-c', {loop!r}, {TOKEN!r}])\n    os._exit(0)")
+            f"        {MARKED.replace(chr(10), chr(10) + '        ')}exec({loop!r}, {{}})\n    os._exit(0)")
 
 
 # Reads the best-graded classmate's notebook and runs its code as its own.

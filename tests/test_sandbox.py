@@ -20,6 +20,7 @@ from autograder import REPO_ROOT as ROOT
 from autograder.host.limits import Limits
 from autograder.host.sandbox import Cgroup
 from autograder.judging.submission import StudentError, SubmissionBroken
+from conftest import processes_mentioning
 
 PROBE = f'''
 import glob, os, socket, resource, json, sys
@@ -355,11 +356,11 @@ def test_a_leftover_holding_the_output_pipe_never_blocks_the_judge():
     """Without isolation (allowed explicitly) a daemon can outlive the child and keep its output pipe open;
     closing the sandbox must not wait for it (it once hung the grader for 250 s)."""
     import signal
-    import subprocess
 
     token = f"pipe-holder-{os.getpid()}-{time.monotonic_ns()}"
-    cell = ("import subprocess, sys\n"
-            f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', {token!r}], start_new_session=True)")
+    # a forked daemon (the child runs no other program, isolated or not), named by its working folder
+    cell = (f"import os, time\nsettled, done = os.pipe()\nif os.fork() == 0:\n    os.setsid()\n    os.makedirs({token!r})\n"
+            f"    os.chdir({token!r})\n    os.write(done, b'!')\n    time.sleep(60)\n    os._exit(0)\nos.read(settled, 1)")
     submission = RemoteSubmission([cell], Limits(isolate=False), [])
     try:
         assert submission.report.loaded
@@ -367,9 +368,9 @@ def test_a_leftover_holding_the_output_pipe_never_blocks_the_judge():
         submission.close()
         assert time.monotonic() - started < 5
     finally:
-        found = subprocess.run(["pgrep", "-f", token], capture_output=True, text=True).stdout.split()
-        for pid in found:
-            os.kill(int(pid), signal.SIGKILL)
+        found = processes_mentioning(token)
+        for line in found:
+            os.kill(int(line.split(":")[0]), signal.SIGKILL)
     assert found, "the daemon should have outlived the unisolated child (else this test shows nothing)"
 
 

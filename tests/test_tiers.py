@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from autograder import REPO_ROOT as ROOT
+from conftest import processes_mentioning
 from tests.test_sandbox import _ordinary_user
 
 DOCKER_LIKE = [sys.executable, str(ROOT / "tests" / "docker_like.py")]
@@ -61,13 +62,12 @@ def probe(grader, checkout):
         found["signal grader"] = True
     except OSError:
         found["signal grader"] = False
-    # the kernel's answer, not the child's audit hook's (which refuses ctypes): asked by a fresh interpreter
-    # in the same sandbox, as native code that got past the hook would ask it
     import subprocess, sys
-    asks = ("import ctypes, sys; libc = ctypes.CDLL(None, use_errno=True); "
-            "print(libc.unshare(0x10000000) == 0, libc.ptrace(16, int(sys.argv[1]), 0, 0) == 0)")  # PTRACE_ATTACH
-    answer = subprocess.run([sys.executable, "-I", "-c", asks, str(grader)], capture_output=True, text=True)
-    found["unshare"], found["ptrace grader"] = (word == "True" for word in answer.stdout.split())
+    try:
+        subprocess.run([sys.executable, "-c", "pass"])
+        found["run a program"] = True
+    except OSError:
+        found["run a program"] = False
     for target in ("/tmp/planted-" + str(grader), checkout + "/planted"):
         try:
             open(target, "w").write("x")
@@ -82,8 +82,9 @@ def leave(token):
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
-            os.execv("/proc/self/exe" if os.path.exists("/proc/self/exe") else os.sys.executable,
-                     [os.sys.executable, "-c", "import time; time.sleep(120)", token])
+            os.makedirs(token, exist_ok=True)
+            os.chdir(token)  # it cannot run another program to be named by: its folder names it
+            time.sleep(120)
         os._exit(0)
     forked = 0
     for _ in range(1000):
@@ -114,8 +115,6 @@ s.close()
 """
 
 
-def _leftovers(token: str) -> list[str]:
-    return subprocess.run(["pgrep", "-f", token], capture_output=True, text=True).stdout.split()
 
 
 @pytest.mark.parametrize("user", ["root", "ordinary user"])
@@ -135,11 +134,42 @@ def test_tier_2_contains_what_tier_1_contains(user):
         assert found["uid"] == uid
     assert not any(found[f"read {what}"] for what in ("solutions", "rubric", "grader_cmdline", "hostname"))
     assert not found["list hidden"] and not found["network"] and not found["signal grader"]
-    assert not found["unshare"] and not found["ptrace grader"] and found["scratch"]
+    assert not found["run a program"] and found["scratch"]
     assert not (ROOT / "planted").exists() and not list(Path("/tmp").glob("planted-*"))
     assert report["forked"] <= 32  # RLIMIT_NPROC: the sandbox's processes, not the machine's
     time.sleep(0.5)
-    assert _leftovers(token) == [], "a setsid() daemon outlived its grading"
+    assert processes_mentioning(token) == [], "a setsid() daemon outlived its grading"
+
+
+# What native code past the child's audit hook would ask the kernel, in each tier as it is entered for a child
+NATIVE = r"""
+import ctypes, json, sys, tempfile
+from autograder import PACKAGE_DIR, REPO_ROOT
+from autograder.child import isolation
+grader, tier = int(sys.argv[1]), int(sys.argv[2])
+isolation.enter(tempfile.mkdtemp(prefix="autograder-native-"), 16, str(PACKAGE_DIR), str(REPO_ROOT), tier)
+libc = ctypes.CDLL(None, use_errno=True)
+found = {"unshare": libc.unshare(0x10000000) == 0, "ptrace grader": libc.ptrace(16, grader, 0, 0) == 0}
+print(json.dumps(found), flush=True)
+program = sys.executable.encode()
+libc.execve(program, (ctypes.c_char_p * 4)(program, b"-c", b"print('ran another program')", None), None)
+print(json.dumps({"execve errno": ctypes.get_errno()}))
+"""
+
+
+@pytest.mark.parametrize("user", ["root", "ordinary user"])
+@pytest.mark.parametrize("tier", TIERS)
+def test_the_kernel_refuses_new_namespaces_tracing_and_other_programs(tier, user):
+    from autograder.child.isolation import LANDLOCK_TIER, NAMESPACES_TIER
+
+    prefix, _ = _ordinary_user() if user == "ordinary user" else ([], None)
+    number = NAMESPACES_TIER if tier == "namespaces" else LANDLOCK_TIER
+    done = subprocess.run([*prefix, *TIERS[tier], sys.executable, "-c", NATIVE, str(os.getpid()), str(number)],
+                          cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=120,
+                          env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert lines == [{"unshare": False, "ptrace grader": False}, {"execve errno": 1}], done.stdout
 
 
 def _grade(prefix: list[str], submission: Path, out: Path, cwd: Path = ROOT, python: str = sys.executable) -> dict:

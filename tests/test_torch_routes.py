@@ -59,7 +59,7 @@ def test_honest_code_keeps_every_point(graded, name):
 
 
 PROBES = '''
-import ctypes, gc, sys, torch
+import ctypes, gc, subprocess, sys, torch
 
 def outcome(make):
     try:
@@ -90,11 +90,15 @@ def probes():
         "ctypes.CDLL": outcome(lambda: ctypes.CDLL(None)),
         "cffi": outcome(lambda: __import__("cffi")),
         "gc.get_objects": outcome(gc.get_objects),
+        # a fresh interpreter, which would have none of the child's rules
+        "subprocess": outcome(lambda: subprocess.run([sys.executable, "-c", "import torch"])),
         # what honest code does keeps working
         "decimal": outcome(lambda: __import__("decimal").Decimal("1.5")),
         "numpy.random": outcome(lambda: __import__("numpy").random.default_rng(0).random()),
         "torch.fx": outcome(lambda: torch.fx.symbolic_trace(torch.nn.Linear(2, 2))),
         "inspect": outcome(lambda: __import__("inspect").getsource(torch.nn.Linear.forward)),
+        # matplotlib lists the fonts with the fc-list program, and carries on without it
+        "matplotlib's fonts": outcome(lambda: __import__("matplotlib.font_manager").font_manager.findfont("DejaVu Sans")),
     }
 '''
 
@@ -110,7 +114,8 @@ def test_each_kind_of_route_is_refused_and_honest_code_is_not():
         "torch.broadcast_shapes": "ran", "torch._refs._broadcast_shapes": "refused", "forged gate": "ran",
         "compiled under torch's file name": "refused", "reloaded torch._refs": "refused",
         "import a private module": "refused", "ctypes.CDLL": "refused", "cffi": "refused",
-        "gc.get_objects": "refused", "decimal": "ran", "numpy.random": "ran", "torch.fx": "ran", "inspect": "ran",
+        "gc.get_objects": "refused", "subprocess": "refused", "decimal": "ran", "numpy.random": "ran", "torch.fx": "ran", "inspect": "ran",
+        "matplotlib's fonts": "ran",
     }
     assert {"torch._refs._broadcast_shapes", "native code (ctypes.dlopen)",
             "the garbage collector's object lists (gc.get_objects)"} <= routes, routes

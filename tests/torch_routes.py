@@ -183,6 +183,15 @@ ROUTES: dict[str, tuple[str, str, str, str]] = {
         "    normed = ref(rows, None, None, None, None, True, 0.0, eps)[0]\n"
         "    return normed.t().reshape(x.shape) * weight + bias\n"),
         "native_batch_norm's CompositeImplicitAutograd python kernel is torch._decomp's batch-norm decomposition"),
+    "ln-fresh-interpreter": ("layer_norm", "layer_norm_function", "import io\nimport subprocess\nimport sys\n\n\n" + _ln(
+        "    script = ('import io, sys, torch; x, w, b, eps = torch.load(sys.stdin.buffer); buffer = io.BytesIO(); '\n"
+        "              'torch.save(torch.nn.functional.layer_norm(x, w.shape, w, b, eps), buffer); '\n"
+        "              'sys.stdout.buffer.write(buffer.getvalue())')\n"
+        "    sent = io.BytesIO()\n"
+        "    torch.save([t.detach() for t in (x, weight, bias)] + [eps], sent)\n"
+        "    done = subprocess.run([sys.executable, '-c', script], input=sent.getvalue(), capture_output=True, check=True)\n"
+        "    return torch.load(io.BytesIO(done.stdout))\n"),
+        "a fresh interpreter has none of the child's rules: F.layer_norm there is torch's own kernel"),
 
     # attention ----------------------------------------------------------------------------------------------
     "att-flex-attention-eager": ("attention", "attention_functions",

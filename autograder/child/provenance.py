@@ -20,8 +20,10 @@ implementation, whatever name, object or file they are reached through:
 
 Native code is refused once the submission runs: ctypes library loads, symbol lookups and casts from raw
 addresses or buffers, and the import of a compiled extension that is neither the interpreter's nor part of
-a package already imported.  CPython's audit hooks (PEP 578) carry all of it: no Python code can remove
-one, and the hook never calls anything the submission defined.  What no hook sees: ctypes objects that
+a package already imported.  So is running another program, since a fresh interpreter has none of these
+rules: the hook refuses it with a reason, and the seccomp filter refuses execve whoever asks.  CPython's
+audit hooks (PEP 578) carry all of it: no Python code can remove one, and the hook never calls anything the
+submission defined.  What no hook sees: ctypes objects that
 already exist (torch imports ctypes) reading or writing memory directly (README, "Torch's own
 implementations").
 Each refusal goes through `refuse(route)` (autograder.child.forbidden.refuse_route), which tells the op
@@ -30,6 +32,7 @@ grade does not need the child's word.
 """
 from __future__ import annotations
 
+import errno
 import functools
 import gc
 import importlib
@@ -49,6 +52,9 @@ MIN_FINGERPRINT_BYTES = 96  # smaller bodies (return x, super().__init__(), a lo
 NATIVE_EVENTS = frozenset({"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.call_function",
                            "ctypes.cdata", "ctypes.cdata/buffer", "ctypes.addressof", "ctypes.string_at",
                            "ctypes.wstring_at"})
+# running another program: the seccomp filter refuses execve itself; refusing it here first says why, as an OSError,
+# which is what libraries that try a helper program (matplotlib's fc-list) expect and handle
+PROGRAM_EVENTS = frozenset({"os.exec", "os.posix_spawn", "os.system", "subprocess.Popen"})
 # ctypes is refused through its own audit events (library loads, symbol lookups); cffi raises none, and would
 # load libtorch's C shim (its own flash attention) or any other library unseen
 FOREIGN_FUNCTION_INTERFACES = frozenset({"_cffi_backend", "cffi"})
@@ -308,6 +314,9 @@ def _install(refuse: Callable[[str], Any]) -> None:
         loaded, native_homes = enforcing["loaded"], enforcing["homes"]
         if event in NATIVE_EVENTS:
             refuse(f"native code ({event})")
+        if event in PROGRAM_EVENTS:
+            raise PermissionError(errno.EPERM, f"running another program ({event}) is off-limits in this "
+                                  "assignment: it would not be graded by the assignment's rules")
         if event == "import":
             name, filename = args[0], args[1]
             if type(name) is str and name not in sys.modules:

@@ -22,6 +22,9 @@ REFUSED = (
     "fsopen", "fsconfig", "fsmount", "fspick",
     # reaching into other processes
     "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+    # another program: a fresh interpreter would carry none of the child's rules (its audit hook, its swapped
+    # code, its dispatcher overrides) and could hand back torch's own numbers
+    "execve", "execveat",
     # the network and other sockets: the judge's connection is inherited, already connected
     "socket", "connect", "bind", "listen", "accept", "accept4",
     # io_uring runs operations (connect, open) that this filter would not see
