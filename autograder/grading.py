@@ -35,10 +35,11 @@ class Unjudgeable(Submission):
     call = vjp = new = _refuse
 
 
-def grade_file(path: Path, rubric: Rubric, limits: Limits) -> GradeResult:
-    """Raises JudgingInterrupted when grading stopped before every check had an outcome: no grade exists."""
+def grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool = True) -> GradeResult:
+    """Raises JudgingInterrupted when grading stopped before every check had an outcome: no grade exists.
+    Without `pictures`, the evidence that would ask the submission for more values is not drawn."""
     try:
-        return _grade_file(path, rubric, limits)
+        return _grade_file(path, rubric, limits, pictures)
     except JudgingInterrupted:
         raise
     except KeyboardInterrupt as exc:  # a signal outside the judge (while loading, say): no grade either
@@ -58,7 +59,7 @@ def _freeze_imports() -> None:
         gc.freeze()
 
 
-def _grade_file(path: Path, rubric: Rubric, limits: Limits) -> GradeResult:
+def _grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool) -> GradeResult:
     _freeze_imports()
     started = time.monotonic()
     torch.set_num_threads(1)  # references computed the same way whatever the machine
@@ -74,7 +75,7 @@ def _grade_file(path: Path, rubric: Rubric, limits: Limits) -> GradeResult:
         return result
     submission = RemoteSubmission(cells, limits, rubric.forbidden_ops, rubric.preload)
     try:
-        result.parts = score(rubric, run_suite(rubric.suite_files(), submission, rubric.part_names))
+        result.parts = score(rubric, run_suite(rubric.suite_files(), submission, rubric.part_names, pictures))
     finally:
         result.printed = submission.printed()
         submission.close()

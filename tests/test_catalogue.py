@@ -140,3 +140,26 @@ def test_check_suite_summary_passes(graded):
     assert f"{len(MISTAKES)} / {len(MISTAKES)} mistakes caught" in text
     rows = check_suite.margins(ASSIGNMENT, graded)
     assert rows and all(r["worst_legit"] < 0.5 for r in rows), check_suite.format_margins(rows)
+
+
+# --- pictures never change a verdict -------------------------------------------------------------------------
+
+# wrong at depth 40, where the checks look (so their pictures are drawn), and fatal at depth 2, where only the
+# pictures look (autograder.judging.checks.failing.Later: drawn once every verdict is final)
+_SEED = "    torch.manual_seed(seed)\n"
+PICTURE_HAZARDS = {
+    "picture-input-ends-the-process": "__import__('os')._exit(3)",
+    "picture-input-raises": "raise RuntimeError('not at depth 2')",
+}
+
+
+@pytest.mark.parametrize("hazard", sorted(PICTURE_HAZARDS))
+def test_a_picture_that_fails_costs_only_the_picture(hazard, tmp_path):
+    body = f"    if n_layers == 2:\n        {PICTURE_HAZARDS[hazard]}\n    if n_layers == 40:\n        return 0.5\n"
+    path = catalogue.write(Entry(hazard, "", "gradient_experiment", (M(_SEED, body + _SEED),)), tmp_path)
+    drawn, undrawn = (check_suite.grade_entry(ASSIGNMENT, str(path), pictures) for pictures in (True, False))
+    assert drawn["parts"] == undrawn["parts"], (_describe(drawn), _describe(undrawn))
+    assert drawn["parts"]["gradient_experiment"][0] > 0, _describe(drawn)  # the other settings' checks passed
+    verdicts = [t["output"].split("\n(No picture")[0] for t in drawn["tests"]]
+    assert not any("not run" in verdict for verdict in verdicts), _describe(drawn)
+    assert any("No picture for this check" in t["output"] for t in _failures(drawn)), _describe(drawn)

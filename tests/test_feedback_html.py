@@ -24,6 +24,7 @@ from nbgrader.utils import determine_grade
 from autograder.authoring.assignment import Assignment
 from autograder.authoring.catalogue import load as load_catalogue
 from autograder.judging import checks, evidence
+from autograder.judging.checks.failing import Later
 from autograder.judging.checks.mismatch import error_map
 from autograder.judging.evidence import Curves, Dependence, ErrorMap, Series
 from autograder.judging.judge import Outcome
@@ -314,29 +315,30 @@ def test_a_causal_failure_carries_the_dependence_measured_from_the_gradients():
 
     with pytest.raises(pytest.fail.Exception) as failed:
         checks.check_causal_perturbation(leaky_forward, [x], what="perturbed", seed=0)
+    # measured by asking for more outputs: drawn once every verdict is final
+    assert isinstance(failed.value.figure, Later)
+    figure = failed.value.figure.build()
     # column j: the outputs that changed when the inputs moved at j and later (column 0 is never moved)
-    assert failed.value.figure.matrices == (("?100", "?110", "?111", "?111"),)
-    assert failed.value.figure.method == "perturbation"
+    assert figure.matrices == (("?100", "?110", "?111", "?111"),) and figure.method == "perturbation"
 
 
-def test_evidence_on_failure_attaches_once_and_never_changes_the_verdict():
+def test_evidence_on_failure_is_drawn_later_and_a_checks_own_evidence_stays():
+    """What the block would draw is handed to the judge (tests/test_judge.py draws it once every verdict is
+    final); nothing is built where nothing failed."""
     with pytest.raises(pytest.fail.Exception) as failed:
         with checks.evidence_on_failure(lambda: CURVES):
             checks.fail("wrong")
-    assert failed.value.msg == "wrong" and failed.value.figure == CURVES
+    assert failed.value.msg == "wrong" and isinstance(failed.value.figure, Later)
+    assert failed.value.figure.build() == CURVES
     with pytest.raises(pytest.fail.Exception) as failed:
         with checks.evidence_on_failure(lambda: CURVES):
             checks.fail("wrong", MISMATCH)
     assert failed.value.figure == MISMATCH  # the check's own evidence stays
 
-    def broken():
-        checks.fail("the student's code raised while drawing")
+    def never():
+        raise AssertionError("built although nothing failed")
 
-    with pytest.raises(pytest.fail.Exception) as failed:
-        with checks.evidence_on_failure(broken):
-            checks.fail("wrong")
-    assert failed.value.msg == "wrong" and failed.value.figure is None
-    with checks.evidence_on_failure(broken):  # no failure: nothing is built
+    with checks.evidence_on_failure(never):
         pass
 
 

@@ -163,6 +163,53 @@ def test_a_deselected_test_fails_as_not_run(suites):
         assert not outcomes["test_echo[2]"].passed and outcomes["test_echo[2]"].message == NOT_RUN
 
 
+def test_pictures_are_drawn_once_every_verdict_is_final_and_cost_only_themselves(tmp_path):
+    """Evidence that asks the submission for more (checks.failing.Later) is drawn after the last check; a
+    picture whose values raise or break the submission is replaced by a line, and no verdict moves."""
+    suite = tmp_path / "test_pictures.py"
+    suite.write_text(textwrap.dedent("""
+        from autograder.judging import checks as C
+        from autograder.judging.evidence import Curves, Series
+
+        def curves(student, name):
+            value = float(student.call(name, 1.0))
+            return Curves("t", "x", "y", False, (Series("yours", True, (1.0,), (value,)),))
+
+        def test_drawn(student):
+            with C.evidence_on_failure(lambda: curves(student, "picture-drawn")):
+                C.fail("wrong")
+
+        def test_raises(student):
+            with C.evidence_on_failure(lambda: curves(student, "picture-raises")):
+                C.fail("also wrong")
+
+        def test_broken(student):
+            with C.evidence_on_failure(lambda: curves(student, "picture-breaks")):
+                C.fail("wrong again")
+
+        def test_last(student):
+            student.call("last-check")
+    """))
+    from autograder.judging.submission import StudentError, SubmissionBroken
+
+    raises = {"picture-raises": StudentError("ValueError", "no"), "picture-breaks": SubmissionBroken("it ended")}
+    for pictures in (True, False):
+        student = Recorder(raises=raises)
+        outcomes = {o.name: o for o in run_suite([suite], student, pictures=pictures)}
+        assert {name: o.passed for name, o in outcomes.items()} == {
+            "test_drawn": False, "test_raises": False, "test_broken": False, "test_last": True}
+        calls = [event[1] for event in student.log if event[0] == "call"]
+        if not pictures:
+            assert calls == ["last-check"] and all(o.figure is None for o in outcomes.values())
+            continue
+        assert calls == ["last-check", "picture-drawn", "picture-raises", "picture-breaks"]
+        assert outcomes["test_drawn"].figure.series[0].y == (1.0,) and outcomes["test_drawn"].message == "wrong"
+        assert outcomes["test_raises"].figure is None
+        assert outcomes["test_raises"].message == ("also wrong\n(No picture for this check: your code raised "
+                                                   "ValueError while computing its values.)")
+        assert outcomes["test_broken"].message == "wrong again\n(No picture for this check: it ended.)"
+
+
 def test_a_skipped_check_fails_as_skipped(tmp_path):
     suite = tmp_path / "test_skips.py"
     suite.write_text(textwrap.dedent("""

@@ -102,6 +102,7 @@ class RemoteSubmission(Submission):
         self.report.isolation = isolation_name(limits)
         self.broken_reason = ""
         self.exceeded = ""  # the memory bound was crossed: the whole submission fails, and nothing restarts it
+        self.final = False  # every verdict is in: the bound crossed from now on (drawing pictures) costs nothing
         # names whose requests ran out of time or took the process down: later requests to them fail at
         # once, so one endless loop or crash cannot spend the whole budget and starve the other parts
         self.poisoned: dict[str, str] = {}
@@ -210,10 +211,17 @@ class RemoteSubmission(Submission):
         self.broken_reason = reason
         self.close()
 
+    def verdicts_final(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.check_memory()
+            if self.sandbox.exceeded:
+                self.close()
+        self.final = True
+
     def close(self) -> None:
         if self.sandbox is not None:
             self.sandbox.kill()
-            if self.sandbox.exceeded:
+            if self.sandbox.exceeded and not self.final:
                 self.exceeded = self.broken_reason = f"the submission {self.sandbox.exceeded}"
             self.sandbox = None
 
@@ -234,6 +242,8 @@ class RemoteSubmission(Submission):
             return
         if not self.report.loaded and self.report.failure:
             raise SubmissionBroken(self.report.failure)
+        if self.final:  # a picture is not worth a restart
+            raise SubmissionBroken(self.broken_reason or "the submission's process ended")
         if self.restarts >= MAX_RESTARTS:
             raise SubmissionBroken(f"{self.broken_reason}; not restarted again")
         self.restarts += 1

@@ -331,19 +331,26 @@ class Sandbox:
         """The bound on the whole submission, all its processes together (RLIMIT_AS bounds each alone): their
         resident memory, counted proportionally for pages they share with the zygote or with one another.
         The cheap count (resident pages, which is never below the proportional one) comes first."""
-        limit = self.limits.memory_mb << 20
+        while not self.killed and self.process.poll() is None:
+            time.sleep(MEMORY_SAMPLE_SECONDS)
+            self.check_memory()
+
+    def check_memory(self) -> None:
+        """One sample of the bound, now (the watchdog takes one every MEMORY_SAMPLE_SECONDS)."""
+        if self.killed or self.process.poll() is not None:  # its PID may already be another process's
+            return
         from autograder.child.isolation import SANDBOX_UID_BASE
 
+        limit = self.limits.memory_mb << 20
         uid = SANDBOX_UID_BASE + self.process.pid if self.tier and os.geteuid() == 0 else None
-        while not self.killed:
-            time.sleep(MEMORY_SAMPLE_SECONDS)
-            if self.process.poll() is not None:  # its PID may already be another process's
-                return
-            tree = memory.process_tree(self.process.pid)
-            if memory.resident(tree) > limit and (used := memory.used(tree, uid)) > limit:
-                self.exceeded = (f"exceeded {self.limits.memory_mb} MB of memory ({used >> 20} MB in "
-                                 f"{len(tree)} processes) and was stopped")
-                self.kill()
+        tree = memory.process_tree(self.process.pid)
+        if memory.resident(tree) > limit and (used := memory.used(tree, uid)) > limit:
+            self.exceeded = (f"exceeded {self.limits.memory_mb} MB of memory ({used >> 20} MB in "
+                             f"{len(tree)} processes) and was stopped")
+            self.kill()
+        elif self.cgroup is not None and self.cgroup.memory_exceeded():
+            self.exceeded = f"exceeded {self.limits.memory_mb} MB of memory and was stopped"
+            self.kill()
 
     def remaining(self) -> float:
         return self.limits.timeout - (time.monotonic() - self.started)

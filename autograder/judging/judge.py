@@ -32,6 +32,7 @@ from _pytest.config import ConftestImportFailure, _prepareconfig
 from _pytest.pathlib import CouldNotResolvePathError, module_name_from_path, resolve_pkg_root_and_module_name
 
 from autograder.interrupts import JudgingInterrupted, interruption
+from autograder.judging.checks.failing import Later
 from autograder.judging.evidence import FIGURE_TYPES, Figure
 from autograder.judging.rubric import suite_sources
 from autograder.judging.submission import StudentError, Submission, SubmissionBroken
@@ -81,12 +82,20 @@ def _message(excinfo: Any) -> str:
     return f"check failed ({type(exc).__name__}{': ' + first_line if first_line else ''})"
 
 
-def _figure(excinfo: Any) -> Figure | None:
+def _figure(excinfo: Any) -> Figure | Later | None:
     """The evidence on a failure raised by the suites' `fail`: an attribute only trusted code sets, since
     nothing from the submission's process ever arrives as an exception object."""
     exc = excinfo.value
     figure = getattr(exc, "figure", None) if isinstance(exc, pytest.fail.Exception) else None
-    return figure if isinstance(figure, FIGURE_TYPES) else None
+    return figure if isinstance(figure, (*FIGURE_TYPES, Later)) else None
+
+
+def _undrawn(exc: BaseException) -> str:
+    if isinstance(exc, StudentError):
+        return f"your code raised {exc.type_name} while computing its values"
+    if isinstance(exc, SubmissionBroken):
+        return str(exc).removeprefix("not run: ")
+    return "its values could not be computed"
 
 
 def part_name(module: str) -> str:
@@ -107,6 +116,7 @@ class _Collector:
         self.submission = submission
         self.part_names = part_names
         self.outcomes: dict[str, Outcome] = {}  # node id -> outcome
+        self.later: list[tuple[str, Later]] = []  # (node id, its evidence), drawn once every verdict is final
         self.started: set[str] = set()  # parts whose first test has begun
         self.current = ""               # the part being judged
         self.all_parts = {self.part(item) for item in self.items}
@@ -143,8 +153,29 @@ class _Collector:
             figure = None if failure is None else _figure(failure)
             if report.outcome == "skipped":  # a skipped check would be a free point or a lost one: neither
                 passed, message, figure = False, "check was skipped", None
+            if isinstance(figure, Later):
+                self.later.append((item.nodeid, figure))
+                figure = None
             self.outcomes[item.nodeid] = Outcome(item.path.stem, item.name, passed, message, forbidden, figure)
         return report
+
+    def draw_later(self, pictures: bool) -> None:
+        """The evidence that asks the submission for more values, once every verdict is final: whatever
+        happens while it is drawn (the code raises, its process dies, hangs or crosses a bound) costs the
+        picture alone, which a line then replaces."""
+        pending, self.later = self.later, []
+        if not pending or not pictures:
+            return
+        self.student().verdicts_final()
+        for node, later in pending:
+            outcome = self.outcomes[node]
+            try:
+                figure = later.build()
+            except (Exception, pytest.fail.Exception) as exc:
+                outcome.message += f"\n(No picture for this check: {_undrawn(exc)}.)"
+                continue
+            if isinstance(figure, FIGURE_TYPES):
+                outcome.figure = figure
 
     def pytest_collectreport(self, report: Any) -> None:
         if report.failed:
@@ -283,8 +314,9 @@ class SuiteSession:
         # test_*.py that the grading process imports later, for as long as the process lives
         sys.meta_path[:] = [f for f in sys.meta_path if getattr(f, "config", None) is not self.config]
 
-    def run(self, submission: Submission, part_names: Mapping[str, str]) -> list[Outcome]:
-        """One outcome per collected test; JudgingInterrupted (and the session closed) when stopped."""
+    def run(self, submission: Submission, part_names: Mapping[str, str], pictures: bool = True) -> list[Outcome]:
+        """One outcome per collected test; JudgingInterrupted (and the session closed) when stopped.  Without
+        `pictures`, evidence that would ask the submission for more values is not drawn."""
         if self.closed or self.busy:
             raise RuntimeError("this suite session is closed or already judging")
         session, collector = self.session, self.collector
@@ -302,6 +334,7 @@ class SuiteSession:
                     self.config.hook.pytest_runtestloop(session=session)
                 finally:
                     self._between_runs()
+            collector.draw_later(pictures)
             return collector.results()
         except session.Failed:  # a stop request (what --maxfail makes): the checks after it never ran
             self._discard()     # and a session cannot be told to go on after one
@@ -380,20 +413,21 @@ def close_sessions() -> None:
 
 
 def run_suite(suite_files: list[Path], submission: Submission,
-              part_names: Mapping[str, str] | None = None) -> list[Outcome]:
+              part_names: Mapping[str, str] | None = None, pictures: bool = True) -> list[Outcome]:
     """One outcome per collected test, in collection order.  `part_names` maps a suite file's stem to the
-    rubric part it checks (what `Submission.begin_part` is told); by default, `part_name`.
+    rubric part it checks (what `Submission.begin_part` is told); by default, `part_name`.  `pictures`: draw
+    the evidence that asks the submission for more values (never a verdict's business either way).
 
     Raises JudgingInterrupted when the run was stopped, SuiteError when the suite does not collect."""
     try:
         with _lock:
             session = _warm_session(suite_files)
             if not session.busy:
-                return session.run(submission, part_names or {})
+                return session.run(submission, part_names or {}, pictures)
             # run_suite from inside a check of another run of the same suite: a session of its own
             nested = SuiteSession(suite_files)
             try:
-                return nested.run(submission, part_names or {})
+                return nested.run(submission, part_names or {}, pictures)
             finally:
                 nested.close()
     except (JudgingInterrupted, SuiteError):

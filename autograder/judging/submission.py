@@ -114,6 +114,9 @@ class Submission(abc.ABC):
     def begin_part(self, part: str, parts_left: int) -> None:
         """the judge is about to run the checks of `part`; `parts_left` counts it and every part after it"""
 
+    def verdicts_final(self) -> None:
+        """every check has its verdict: what is asked from now on only draws pictures, and can change none"""
+
 
 # --- the trusted in-process implementation --------------------------------------------------------------
 

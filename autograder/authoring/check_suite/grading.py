@@ -32,7 +32,7 @@ def _current_test(stem_to_part: dict[str, str]) -> str:
     return f"{stem_to_part.get(Path(path).stem, Path(path).stem)}: {name}"
 
 
-def grade_entry(assignment: str, path: str) -> dict[str, Any]:
+def grade_entry(assignment: str, path: str, pictures: bool = True) -> dict[str, Any]:
     """Grade one file through the real grader; plain data back: scores, every test's student-facing output,
     and the largest error ratio (|error| / allowed) each numeric test observed."""
     import torch
@@ -54,7 +54,7 @@ def grade_entry(assignment: str, path: str) -> dict[str, Any]:
 
     comparison.observers.append(observe)
     try:
-        result = grade_file(Path(path), rubric, Limits())
+        result = grade_file(Path(path), rubric, Limits(), pictures)
     finally:
         comparison.observers.remove(observe)
     report = gradescope(result)
@@ -66,14 +66,14 @@ def grade_entry(assignment: str, path: str) -> dict[str, Any]:
             "ratios": ratios}
 
 
-def _grade_star(args: tuple[str, str]) -> dict[str, Any]:
+def _grade_star(args: tuple[str, str, bool]) -> dict[str, Any]:
     return grade_entry(*args)
 
 
 def run_catalogue(assignment: str, *, workers: int = DEFAULT_WORKERS, names: list[str] | None = None,
-                  folder: Path | None = None) -> dict[str, dict[str, Any]]:
+                  folder: Path | None = None, pictures: bool = True) -> dict[str, dict[str, Any]]:
     """Write every catalogue entry (or those named) to `folder` and grade them with a pool of `workers`
-    processes; {entry name: grade_entry result}."""
+    processes; {entry name: grade_entry result}.  `pictures`: as grade_file's."""
     catalogue = load_catalogue(assignment)
     entries = [e for e in catalogue.entries() if names is None or e.name in names]
     own_folder = folder is None
@@ -82,7 +82,7 @@ def run_catalogue(assignment: str, *, workers: int = DEFAULT_WORKERS, names: lis
         paths = {e.name: str(catalogue.write(e, folder)) for e in entries}  # raises if an entry has rotted
         # notebooks load slowest: start them first so the pool finishes evenly
         order = sorted(entries, key=lambda e: not e.notebook)
-        jobs = [(assignment, paths[e.name]) for e in order]
+        jobs = [(assignment, paths[e.name], pictures) for e in order]
         if workers <= 1:
             graded = [_grade_star(job) for job in jobs]
         else:

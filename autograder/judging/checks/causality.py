@@ -7,7 +7,7 @@ import torch
 
 from autograder.judging import evidence
 from autograder.judging.checks.dependence import gradient_dependence, perturbation_dependence
-from autograder.judging.checks.failing import fail
+from autograder.judging.checks.failing import Later, fail
 from autograder.judging.checks.inputs import randn
 from autograder.judging.checks.shapes import expect_tensor
 
@@ -87,7 +87,7 @@ def check_causal_perturbation(forward: Callable[[list[torch.Tensor]], Any], inpu
                 changed = [p for p in range(t + 1) if not torch.equal(out[..., p, :], base[..., p, :])]
                 fail(f"{what}: changing the input at positions > {t} (by {'+' if sign > 0 else '-'}{h} times a "
                      f"random direction) changed the output at position(s) {changed}; with a causal mask they "
-                     f"must stay bit-identical.", perturbation_dependence(base, moved_output, what))
+                     f"must stay bit-identical.", Later(lambda: perturbation_dependence(base, moved_output, what)))
 
 
 def check_depends_on_future(forward: Callable[[list[torch.Tensor]], Any], inputs: Sequence[torch.Tensor],

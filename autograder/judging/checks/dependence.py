@@ -45,8 +45,8 @@ def gradient_dependence(grads: list, inputs: Sequence[torch.Tensor], names: Sequ
 def perturbation_dependence(base: torch.Tensor, moved: Callable[[int, float], Any], what: str
                              ) -> evidence.Dependence:
     """Column j says which output positions changed when the inputs moved at every position >= j (both
-    directions); column 0 is never measured.  A request that fails leaves its column and the rest unmeasured
-    (a process that died is not restarted for a picture): evidence never turns into another verdict."""
+    directions); column 0 is never measured.  A request that fails leaves its column and the rest unmeasured.
+    It asks the submission for more values: drawn only once every verdict is final (checks.failing.Later)."""
     width = min(base.shape[-2], evidence.MAX_SIDE)
     columns = ["?" * width] * width
     for j in range(1, width):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Callable, Iterator, NoReturn
 
 import pytest
@@ -11,11 +12,21 @@ from autograder.judging.evidence import Figure
 from autograder.protocol import clean_text
 
 
-def fail(message: str, figure: Figure | None = None) -> NoReturn:
+@dataclass(frozen=True)
+class Later:
+    """Evidence that needs more of the submission's values than the check asked for.  The judge draws it once
+    every verdict of the submission is final (autograder.judging.judge), so that asking can never change one:
+    a submission that crashes or hangs only at a picture's inputs loses the picture, not another check."""
+
+    build: Callable[[], Figure | None]
+
+
+def fail(message: str, figure: Figure | Later | None = None) -> NoReturn:
     """Fail the current test with a student-facing message only: no traceback (pytrace=False) and no chained
     exception context (a failure raised while a StudentError or torch error is being handled would otherwise
     be printed under "During handling of the above exception ...").  `figure`: the evidence the feedback
-    draws (autograder.judging.evidence), computed here from what the submission returned."""
+    draws (autograder.judging.evidence), computed here from what the submission returned, or `Later` when
+    drawing it asks the submission for more."""
     failure = pytest.fail.Exception(msg=message, pytrace=False)
     failure.__suppress_context__ = True
     failure.figure = figure
@@ -24,15 +35,13 @@ def fail(message: str, figure: Figure | None = None) -> NoReturn:
 
 @contextlib.contextmanager
 def evidence_on_failure(build: Callable[[], Figure | None]) -> Iterator[None]:
-    """A failure inside the block that carries no evidence gets `build()`'s, which may ask the submission for
-    more values.  Evidence is a courtesy: when building it fails in any way (the student's code raises, its
-    process dies or runs out of time), the failure stands as it was."""
+    """A failure inside the block that carries no evidence gets `build()`'s, drawn later (`Later`): it may ask
+    the submission for more values."""
     try:
         yield
     except pytest.fail.Exception as failure:
         if getattr(failure, "figure", None) is None:
-            with contextlib.suppress(Exception, pytest.fail.Exception):
-                failure.figure = build()
+            failure.figure = Later(build)
         raise
 
 
