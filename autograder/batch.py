@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from autograder.judging.fingerprint import assignment_fingerprint
-from autograder.result import GradeResult, as_text, file_sha256
+from autograder.host.intake import submission_sha256
+from autograder.result import GradeResult, as_text
 from autograder.interrupts import JudgingInterrupted, raise_terminated
 from autograder.reports.results import from_gradescope, gradescope, write_json_atomic
 from autograder.judging.rubric import Rubric
@@ -38,25 +39,39 @@ SUBMISSION_SUFFIXES = (".ipynb", ".py")
 @dataclass(frozen=True)
 class Entry:
     student: str
-    path: Path
+    path: Path  # where the submission should be: whatever is there is read as autograder.host.intake reads
+    root: Path  # the folder it was found in, below which no symbolic link is followed
 
 
 def discover(folder: Path, assignment: str) -> list[Entry]:
     """A flat folder of files (student = file stem), or nbgrader's submitted/<student>/<assignment>/ layout
-    (given either the `submitted` folder or the course root)."""
+    (given either the `submitted` folder or the course root).  Every name that stands where a submission
+    should be is an entry, whatever it is (a link, a FIFO, a folder called x.ipynb): reading it refuses what
+    is not a regular file inside the folder, and the student scores 0 with the reason, in their own row."""
     if (folder / "submitted").is_dir():
         folder = folder / "submitted"
-    entries = [Entry(as_text(p.stem), p) for p in sorted(folder.iterdir())
-               if p.is_file() and p.suffix in SUBMISSION_SUFFIXES]
-    for student_dir in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        assignment_dir = student_dir / assignment
-        if not assignment_dir.is_dir():
-            continue
-        preferred = assignment_dir / f"{assignment}.ipynb"
-        notebooks = [preferred] if preferred.is_file() else sorted(assignment_dir.glob("*.ipynb"))
-        if notebooks:
-            entries.append(Entry(as_text(student_dir.name), notebooks[0]))
+    entries, student_dirs = [], []
+    for p in sorted(folder.iterdir()):
+        if p.suffix in SUBMISSION_SUFFIXES:
+            entries.append(Entry(as_text(p.stem), p, folder))
+        elif not p.name.startswith(".") and (p / assignment).is_dir():  # followed: a linked folder is an entry too
+            student_dirs.append(p)
+    for student_dir in student_dirs:
+        notebook = _notebook_in(student_dir, assignment)
+        if notebook is not None:
+            entries.append(Entry(as_text(student_dir.name), notebook, folder))
     return entries
+
+
+def _notebook_in(student_dir: Path, assignment: str) -> Path | None:
+    """nbgrader's notebook of the assignment, else the first other notebook handed in; inside a linked folder,
+    the one named like the assignment (reading refuses the link, whatever it leads to)."""
+    folder = student_dir / assignment
+    preferred = folder / f"{assignment}.ipynb"
+    if student_dir.is_symlink() or folder.is_symlink() or os.path.lexists(preferred):
+        return preferred
+    notebooks = sorted(p for p in folder.iterdir() if p.suffix == ".ipynb")
+    return notebooks[0] if notebooks else None
 
 
 def result_path(out_dir: Path, student: str) -> Path:
@@ -77,7 +92,7 @@ def stale_reason(out_dir: Path, entry: Entry, fingerprint: str) -> str | None:
         sha256, stored_fingerprint = extra["submission_sha256"], extra.get("assignment_fingerprint")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return f"its result {path.name} is unreadable ({type(exc).__name__})"
-    if sha256 != file_sha256(entry.path):
+    if sha256 != submission_sha256(entry.path, entry.root):
         return "the submission changed since it was graded"
     if stored_fingerprint != fingerprint:
         return STALE_ASSIGNMENT
@@ -106,13 +121,14 @@ def pending_entries(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits,
     return entries, pending
 
 
-def grade_report(path: Path, rubric: Rubric, limits: Limits, visibility: str = "visible"
-                 ) -> tuple[GradeResult, dict[str, Any]]:
-    """Grades one file: its GradeResult and its results.json, keyed by what was graded against what."""
+def grade_report(path: Path, rubric: Rubric, limits: Limits, visibility: str = "visible",
+                 within: Path | None = None, refused: str = "") -> tuple[GradeResult, dict[str, Any]]:
+    """Grades one file (as autograder.grading.grade_file does): its GradeResult and its results.json, keyed
+    by what was graded against what."""
     fingerprint = assignment_fingerprint(rubric, limits)  # before grading: the suites the judge will read
     from autograder.grading import grade_file  # the judge and torch: only where grading happens
 
-    result = grade_file(path, rubric, limits)
+    result = grade_file(path, rubric, limits, within=within, refused=refused)
     return result, gradescope(result, cells_sha256=result.cells_sha256, assignment_fingerprint=fingerprint,
                               visibility=visibility)
 
@@ -128,7 +144,7 @@ def result_line(entry: Entry, result: GradeResult) -> str:
 
 def _grade_and_record(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limits) -> str:
     """Runs in a worker process: the result is on disk before the worker reports back."""
-    result, result_json = grade_report(entry.path, rubric, limits)
+    result, result_json = grade_report(entry.path, rubric, limits, within=entry.root)
     record(out_dir, entry, result_json)
     return result_line(entry, result)
 

@@ -134,7 +134,7 @@ def _grade(args: argparse.Namespace, rubric) -> int:
     from autograder.batch import grade_report
     from autograder.reports.results import summary, write_json_atomic, write_text_atomic
 
-    if not args.submission.is_file():
+    if not os.path.lexists(args.submission):  # anything else there is graded: a link or a FIFO scores 0, saying so
         print(f"python -m autograder: error: {args.submission}: no such file", file=sys.stderr)
         return USAGE_ERROR
     outputs = {"-o": args.output, **{fmt.flag: path for fmt, path in formats.requested(args)},

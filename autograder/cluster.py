@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 
 from autograder import batch
 from autograder.batch import Entry, pending_entries, progress, record, stderr_log, write_grades_csv
+from autograder.host.intake import UnreadableSubmission, read_submission
 from autograder.interrupts import JudgingInterrupted
 from autograder.judging.rubric import Rubric
 from autograder.host.limits import Limits
@@ -79,10 +80,10 @@ def _check_worker(assignment: str, limits: Limits, fingerprint: str) -> Rubric:
     return rubric
 
 
-def grade_submission(student: str, file_name: str, data: bytes | None, assignment: str, limits: Limits,
+def grade_submission(student: str, file_name: str, data: bytes | str, assignment: str, limits: Limits,
                      fingerprint: str) -> dict[str, Any]:
-    """The task, run on a worker: the results.json of one submission, given as its file's name and bytes
-    (None when the client could not read it: it is graded as unreadable)."""
+    """The task, run on a worker: the results.json of one submission, given as its file's name and bytes, or
+    as why the client would not read it (autograder.host.intake): it is then graded as unreadable."""
     name = Path(file_name).name
     if name in ("", ".", ".."):
         raise ValueError(f"{student}: {file_name!r} is not a file name")
@@ -91,10 +92,11 @@ def grade_submission(student: str, file_name: str, data: bytes | None, assignmen
         # the original name, so that the result names the file the student handed in
         with tempfile.TemporaryDirectory(prefix="autograder-submission-") as folder:
             path = Path(folder) / name
-            if data is not None:
+            if isinstance(data, bytes):
                 path.write_bytes(data)
-            try:
-                return batch.grade_report(path, rubric, limits)[1]  # exactly what a local grade-all records
+            refused = "" if isinstance(data, bytes) else str(data) or "the file could not be read"
+            try:  # exactly what a local grade-all records
+                return batch.grade_report(path, rubric, limits, refused=refused)[1]
             except JudgingInterrupted as exc:
                 raise GradingStopped(f"{student}: {exc} on worker {_worker_name()}") from None
 
@@ -109,11 +111,13 @@ def _connect(address: str) -> Any:
         raise ClusterUnusable(f"no Dask scheduler reachable at {address} ({detail})") from None
 
 
-def _read(path: Path) -> bytes | None:
+
+
+def _read(entry: Entry) -> bytes | str:
     try:
-        return path.read_bytes()
-    except OSError:
-        return None
+        return read_submission(entry.path, entry.root)
+    except UnreadableSubmission as exc:
+        return str(exc)
 
 
 def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, scheduler: str,
@@ -150,12 +154,12 @@ def _run(client: Any, pending: list[Entry], out_dir: Path, rubric: Rubric, limit
         if not client.scheduler_info().get("workers"):
             log(f"no worker at {scheduler} yet: waiting for one (Ctrl-C stops)")
         fingerprint = assignment_fingerprint(rubric, limits)
-        # a submission may be up to 20 MB (source_cells.MAX_SUBMISSION_BYTES): no warning for sending one
+        # a submission may be up to 20 MB (intake.MAX_SUBMISSION_BYTES): no warning for sending one
         with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1GB"}):
             for entry in pending:
                 # pure=False: a key of its own, never shared with another task or another run; retries=0: Dask
                 # reschedules a task whose worker died by itself, but one that raised is the client's to judge
-                future = client.submit(grade_submission, entry.student, entry.path.name, _read(entry.path),
+                future = client.submit(grade_submission, entry.student, entry.path.name, _read(entry),
                                        rubric.assignment, limits, fingerprint, pure=False, retries=0)
                 futures[future] = entry
         recorded: set[str] = set()  # written once, however often Dask ran or reported a task

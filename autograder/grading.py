@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 import os
 import time
 from pathlib import Path
@@ -9,13 +10,14 @@ from pathlib import Path
 import torch
 
 from autograder.judging.fingerprint import cells_sha256
-from autograder.result import GradeResult, as_text, file_sha256
+from autograder.result import GradeResult, as_text
 from autograder.interrupts import JudgingInterrupted, interruption
 from autograder.judging.judge import run_suite
 from autograder.host.remote import RemoteSubmission
 from autograder.judging.rubric import Rubric, score
 from autograder.host.limits import Limits
-from autograder.host.source_cells import UnreadableSubmission, read_cells
+from autograder.host.intake import UnreadableSubmission, read_submission
+from autograder.host.source_cells import cells_from
 from autograder.judging.submission import Submission, SubmissionBroken
 
 
@@ -35,11 +37,14 @@ class Unjudgeable(Submission):
     call = vjp = new = _refuse
 
 
-def grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool = True) -> GradeResult:
-    """Raises JudgingInterrupted when grading stopped before every check had an outcome: no grade exists.
+def grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool = True, within: Path | None = None,
+               refused: str = "") -> GradeResult:
+    """Grades the submission at `path`, found in the folder `within` (by default its own; see
+    autograder.host.intake), or, given `refused`, the file another machine could not read, for that reason.
+    Raises JudgingInterrupted when grading stopped before every check had an outcome: no grade exists.
     Without `pictures`, the evidence that would ask the submission for more values is not drawn."""
     try:
-        return _grade_file(path, rubric, limits, pictures)
+        return _grade_file(path, rubric, limits, pictures, within, refused)
     except JudgingInterrupted:
         raise
     except KeyboardInterrupt as exc:  # a signal outside the judge (while loading, say): no grade either
@@ -59,13 +64,18 @@ def _freeze_imports() -> None:
         gc.freeze()
 
 
-def _grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool) -> GradeResult:
+def _grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool, within: Path | None,
+                refused: str) -> GradeResult:
     _freeze_imports()
     started = time.monotonic()
     torch.set_num_threads(1)  # references computed the same way whatever the machine
-    result = GradeResult(as_text(path.name), file_sha256(path), rubric.assignment, [], rubric.max_score)
+    result = GradeResult(as_text(path.name), "", rubric.assignment, [], rubric.max_score)
     try:
-        cells = read_cells(path, rubric.skip_when_unchanged)
+        if refused:
+            raise UnreadableSubmission(refused)
+        raw = read_submission(path, within)
+        result.sha256 = hashlib.sha256(raw).hexdigest()  # of the very bytes graded
+        cells = cells_from(path, raw, rubric.skip_when_unchanged)
         result.cells_sha256 = cells_sha256(cells)
     except UnreadableSubmission as exc:
         result.unreadable = as_text(str(exc))

@@ -1,42 +1,286 @@
-"""nbgrader integration: a preprocessor that replaces nbgrader's kernel-executing `Execute`.
+"""nbgrader integration: how `nbgrader autograde` reads, sanitises and grades a submission with the kit.
 
-Instead of running hidden tests inside the student's kernel, it grades the (sanitised) notebook with the
-same engine as `python -m autograder grade`, then writes each part's verdict into that part's autograded
-test cell in the form nbgrader's SaveAutoGrades reads: full marks as plain output, partial credit as a float
-execute_result (nbgrader's partial-credit rule), no credit as an error output carrying the feedback.  After
-them come the pictures of the part's failing checks (display_data, image/png), which nbgrader's grading
-ignores and its feedback shows.  A graded cell that matches no rubric part gets no credit either: nbgrader
-gives full points to a graded cell without output, so leaving it alone would hand out points nobody checked.
+`SubmissionExporter` reads the submitted notebook.  The kit's own reader decides first, as it does for
+`python -m autograder grade`: a file it refuses is refused for the same one-line reason.  A notebook saved
+with a UTF-8 byte-order mark is read like any other (nbformat alone refuses it).  A file nbformat still cannot
+read becomes a notebook holding only that reason: every test cell then scores 0 with the reason, in the
+gradebook and the feedback, instead of the whole autograde failing.
+
+`ReleaseCells` runs first among nbgrader's sanitising steps and decides which of the submission's cells are
+the release's, with the kit's rules (autograder/host/source_cells.py), so that nbgrader's DeduplicateIds,
+OverwriteCells and CheckCellMetadata have nothing left to fail on (nbgrader 0.9 fails a notebook with a cell
+pasted twice, or with a test cell the gradebook does not know).  The last cell carrying a grade_id the
+gradebook knows, with the same role (autograded test cell or not), is that release cell: it gets the
+gradebook's metadata, and nbgrader restores it if it is locked.  Every other cell with nbgrader metadata is
+the student's own: the metadata goes, and a cell marked as a test cell is still not run when grading.
+
+`SandboxedGrading` replaces nbgrader's kernel-executing `Execute`.  Instead of running hidden tests inside
+the student's kernel, it grades the sanitised notebook with the same engine as `python -m autograder grade`,
+then writes each part's verdict into that part's autograded test cell in the form nbgrader's SaveAutoGrades
+reads: full marks as plain output, partial credit as a float execute_result (nbgrader's partial-credit rule),
+no credit as an error output carrying the feedback.  After them come the pictures of the part's failing
+checks (display_data, image/png), which nbgrader's grading ignores and its feedback shows.  A graded cell
+that matches no rubric part gets no credit either: nbgrader gives full points to a graded cell without
+output, so leaving it alone would hand out points nobody checked.  A test cell of the gradebook that the
+submission lacks (deleted, or no longer marked as one) is added back after grading, to carry its verdict:
+the hidden suite graded the part anyway, so a deleted test cell neither loses nor gains points.
 
 With `reuse_results_from` set, a grade that `python -m autograder grade-all` already made stands in for
 grading: `<folder>/<student>.json` is used when it judged exactly the cells being graded (`cells_sha256`,
-after nbgrader has restored locked cells, so a student who edited one is graded afresh) against the same
-assignment (`assignment_fingerprint`: suites, rubric, kit, limits).  The cell outputs are then the ones a
-fresh grade writes.  Any other file there is ignored: malformed, foreign, or keyed otherwise.
+after nbgrader has restored locked cells) against the same assignment (`assignment_fingerprint`: suites,
+rubric, kit, limits).  The cell outputs are then the ones a fresh grade writes.  Any other file there is
+ignored: malformed, foreign, or keyed otherwise.
 """
 from __future__ import annotations
 
 import base64
+import copy
+import datetime
 import json
+import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import nbformat
+from nbconvert.exporters import NotebookExporter
 from nbformat.notebooknode import NotebookNode
+from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Int, List, TraitType, Unicode
 
 from autograder.judging.fingerprint import assignment_fingerprint, file_cells_sha256
-from autograder.grading import grade_file
+from autograder.grading import Unjudgeable, grade_file
 from autograder.result import GradeResult
 from autograder.reports import figures
 from autograder.reports.results import from_gradescope, message_text, summary
-from autograder.judging.rubric import PartScore, Rubric, load_rubric
+from autograder.judging.judge import run_suite
+from autograder.judging.rubric import PartScore, Rubric, load_rubric, score
 from autograder.host.limits import Limits, knobs
 from autograder.host.sandbox import isolation_refused
+from autograder.host.source_cells import UnreadableSubmission, grade_id_of, is_check_cell, last_carriers, read_cells
+
+# The kit's own metadata (cells and notebook), written by ReleaseCells and read by SandboxedGrading: what a
+# submission holds under this key is dropped on reading, so only the kit's two steps ever write it.
+KIT = "autograder"
 
 
+def _rubric(config: Any, assignment_id: str) -> Rubric:
+    """The rubric SandboxedGrading grades against: c.SandboxedGrading.assignment, else nbgrader's assignment."""
+    configured = config.get("SandboxedGrading", {}).get("assignment", "") if config is not None else ""
+    return load_rubric(configured if isinstance(configured, str) and configured else assignment_id)
+
+
+# --- reading the submission ---------------------------------------------------------------------------------
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().split("\n", 1)[0] or type(exc).__name__
+    return message_text(text)[:300]
+
+
+def _structure_problem(nb: NotebookNode) -> str | None:
+    """What of a notebook nbformat read would make nbgrader's own steps fail, if anything."""
+    cells = nb.get("cells")
+    if not isinstance(cells, list):
+        return "it has no list of cells"
+    for number, cell in enumerate(cells, 1):
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+            return f"cell {number} is not a code, markdown or raw cell"
+        if not isinstance(cell.get("metadata", {}), dict) or not isinstance(cell.get("source", ""), str):
+            return f"cell {number} has malformed metadata or source"
+    return None
+
+
+def read_submitted(path: Path, rubric: Rubric) -> tuple[NotebookNode | None, str]:
+    """The submitted notebook as nbformat reads it and "", or None and the one-line reason it is refused."""
+    name = path.name
+    try:  # the kit's reader first: what `python -m autograder grade` refuses, nbgrader refuses for the same reason
+        read_cells(path, rubric.skip_when_unchanged)
+    except UnreadableSubmission as exc:
+        return None, str(exc)
+    try:  # within the kit's size bound now; a byte-order mark is only the encoding's signature
+        nb = nbformat.reads(path.read_bytes().decode("utf-8-sig"), as_version=4)
+    except Exception as exc:  # nbformat's refusals are of many types (NotJSONError, KeyError, TypeError, ...)
+        return None, f"{name} cannot be read by nbgrader: {_first_line(exc)}"
+    problem = _structure_problem(nb)
+    if problem:
+        return None, f"{name} cannot be read by nbgrader: {problem}"
+    return nb, ""
+
+
+def refused_notebook(reason: str) -> NotebookNode:
+    """What nbgrader grades in place of a submission it cannot read: the reason, and no cell of the release
+    (SandboxedGrading adds every test cell back, each scoring 0 with the reason)."""
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"**Not graded.** {reason}")])
+
+
+class SubmissionExporter(NotebookExporter):
+    """nbgrader autograde's reader (c.Autograde.exporter_class): the submission as the kit reads it, or, when it
+    must be refused, a notebook carrying the reason."""
+
+    def from_filename(self, filename: str, resources: dict | None = None, **kw: Any):
+        if not getattr(self.parent, "_sanitizing", True):  # the second pass reads what nbgrader itself wrote
+            return super().from_filename(filename, resources, **kw)
+        path = Path(filename)
+        resources = {} if resources is None else resources
+        info = resources["nbgrader"]
+        nb, reason = read_submitted(path, _rubric(self.config, info["assignment"]))
+        if nb is None:
+            self.log.warning("%s not graded: %s", info["student"], reason)
+            nb = refused_notebook(reason)
+            resources[KIT] = {"unreadable": reason}
+        metadata = resources.setdefault("metadata", {})  # what nbconvert's own from_filename records
+        metadata.update(name=path.stem, path=str(path.parent), modified_date=datetime.datetime.fromtimestamp(
+            os.path.getmtime(path), tz=datetime.timezone.utc).strftime("%B %-d, %Y"))
+        return self.from_notebook_node(nb, resources, **kw)
+
+
+# --- which cells are the release's ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReleaseCell:
+    """A cell of the release notebook, as nbgrader's gradebook holds it."""
+    name: str
+    cell_type: str
+    locked: bool
+    source: str
+    checksum: str | None
+    grade: bool
+    solution: bool
+    task: bool
+    points: float | None
+
+    @property
+    def is_test(self) -> bool:  # an autograded test cell, by the kit's rule (source_cells.is_check_cell)
+        return self.grade and not self.solution
+
+    def nbgrader_metadata(self) -> dict[str, Any]:
+        meta = {"grade": self.grade, "grade_id": self.name, "locked": self.locked, "schema_version": 3,
+                "solution": self.solution, "task": self.task, "cell_type": self.cell_type}
+        if self.checksum:
+            meta["checksum"] = self.checksum
+        if self.points is not None:
+            meta["points"] = self.points
+        return meta
+
+    def added_back(self) -> NotebookNode:
+        """The test cell put back into a submission that lacks it (nbgrader's own add_missing_cells' form)."""
+        note = (f"# This cell (id:{self.name}) was missing from the submission. It was added back by the grader, "
+                "to carry its part's verdict.\n\n")
+        return nbformat.v4.new_code_cell(note + self.source, metadata={
+            "deletable": False, "editable": False, "nbgrader": self.nbgrader_metadata()})
+
+
+def release_cells(resources: dict[str, Any]) -> list[ReleaseCell]:
+    """The gradebook's cells of the notebook being autograded, in the gradebook's order."""
+    info = resources["nbgrader"]
+    with Gradebook(info["db_url"]) as gradebook:
+        notebook = gradebook.find_notebook(info["notebook"], info["assignment"])
+        points = {c.name: float(c.max_score) for c in [*notebook.grade_cells, *notebook.task_cells]}
+        grades, solutions = {c.name for c in notebook.grade_cells}, {c.name for c in notebook.solution_cells}
+        tasks = {c.name for c in notebook.task_cells}
+        return [ReleaseCell(c.name, c.cell_type, bool(c.locked), c.source or "", c.checksum, c.name in grades,
+                            c.name in solutions, c.name in tasks, points.get(c.name))
+                for c in notebook.source_cells]
+
+
+def _own_cell_reason(cell: NotebookNode, index: int, last: dict[str, int], release: dict[str, ReleaseCell]
+                     ) -> str | None:
+    """Why the cell, which has nbgrader metadata, is the student's own and not a cell of the release; None
+    when it is the release cell of its grade_id."""
+    grade_id = grade_id_of(cell)
+    if grade_id is None:
+        return "it carries no grade_id"
+    if last[grade_id] != index:
+        return f"it is a copy of cell {grade_id} (a later cell carries the same grade_id)"
+    known = release.get(grade_id)
+    if known is None:
+        return f"the assignment has no cell {grade_id}"
+    if is_check_cell(cell) != known.is_test:
+        return (f"cell {grade_id} of the release is not an autograded test cell" if is_check_cell(cell) else
+                f"cell {grade_id} of the release is an autograded test cell, and this one is not marked as one")
+    if not known.locked and cell.cell_type != known.cell_type:
+        return f"cell {grade_id} of the release is a {known.cell_type} cell"
+    return None
+
+
+class ReleaseCells(NbGraderPreprocessor):
+    """Sanitising, before nbgrader's own steps: the release's cells get the gradebook's metadata, every other
+    cell's nbgrader metadata goes (one marked as a test cell is marked not to run when grading)."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        release = {cell.name: cell for cell in release_cells(resources)}
+        student = resources["nbgrader"]["student"]
+        nb.metadata.pop(KIT, None)
+        if resources.get(KIT, {}).get("unreadable"):
+            nb.metadata[KIT] = {"unreadable": resources[KIT]["unreadable"]}
+        last = last_carriers(nb.cells)
+        for index, cell in enumerate(nb.cells):
+            if not isinstance(cell.get("metadata"), dict):
+                cell.metadata = {}
+            cell.metadata.pop(KIT, None)
+            if "nbgrader" not in cell.metadata:
+                continue
+            why = _own_cell_reason(cell, index, last, release)
+            if why is None:
+                cell.metadata["nbgrader"] = release[grade_id_of(cell)].nbgrader_metadata()
+                continue
+            if is_check_cell(cell):
+                cell.metadata[KIT] = {"not_run": f"This cell is marked as an autograded test cell, and {why}. "
+                                                 "Test cells never run when grading (the hidden tests take their "
+                                                 "place), and this one earns no points."}
+            del cell.metadata["nbgrader"]
+            self.log.warning("%s: cell %d is the student's own, not the release's (%s): its nbgrader metadata "
+                             "is removed", student, index + 1, why)
+        return nb, resources
+
+
+def add_missing_test_cells(nb: NotebookNode, release: list[ReleaseCell]) -> list[str]:
+    """Adds back each autograded test cell of the release that the notebook lacks, after the nearest cell of
+    the release before it (or before the nearest after it); returns their grade_ids."""
+    present = {grade_id_of(cell) for cell in nb.cells if is_check_cell(cell)}
+    order = [cell.name for cell in release]
+    added = []
+    for position, cell in enumerate(release):
+        if not cell.is_test or cell.cell_type != "code" or cell.name in present:
+            continue
+        carriers = {grade_id: i for i, c in enumerate(nb.cells) if (grade_id := grade_id_of(c)) is not None}
+        before = [carriers[name] + 1 for name in reversed(order[:position]) if name in carriers]
+        after = [carriers[name] for name in order[position + 1:] if name in carriers]
+        nb.cells.insert((before or after or [len(nb.cells)])[0], cell.added_back())
+        present.add(cell.name)
+        added.append(cell.name)
+    return added
+
+
+def grading_copy(nb: NotebookNode) -> NotebookNode:
+    """The notebook as it is graded: the student's own test cells, whose nbgrader metadata ReleaseCells
+    removed, are marked as test cells again, so that they are not run, as `grade` does not run them."""
+    copied = copy.deepcopy(nb)
+    for cell in copied.cells:
+        if isinstance(cell.metadata.get(KIT), dict) and cell.metadata[KIT].get("not_run"):
+            cell.metadata["nbgrader"] = {"grade": True, "solution": False}
+    return copied
+
+
+def explain_not_run(nb: NotebookNode) -> None:
+    """Drops the kit's marks; a code cell marked not to run shows why as its output."""
+    for cell in nb.cells:
+        mark = cell.metadata.pop(KIT, None)
+        if isinstance(mark, dict) and mark.get("not_run") and cell.cell_type == "code":
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"Not run: {mark['not_run']}\n")]
+
+
+def refused_result(rubric: Rubric, name: str, reason: str) -> GradeResult:
+    """The grade of a submission that cannot be read: every check fails with the reason, as grading does."""
+    result = GradeResult(name, "", rubric.assignment, [], rubric.max_score)
+    result.unreadable = reason
+    result.parts = score(rubric, run_suite(rubric.suite_files(), Unjudgeable(reason), rubric.part_names))
+    return result
+
+
+# --- verdicts -------------------------------------------------------------------------------------------
 
 def _part_feedback(part: PartScore, result: GradeResult) -> str:
     lines = [f"{part.part.title}: {part.score:.4g} / {part.part.points:g} points"]
@@ -130,9 +374,24 @@ class SandboxedGrading(_LimitTraits):
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         rubric = load_rubric(self.assignment or resources["nbgrader"]["assignment"])
         student = resources["nbgrader"]["student"]
+        kit = nb.metadata.pop(KIT, None)  # ReleaseCells' (a submission's own was dropped when it was read)
+        refused = kit.get("unreadable") if isinstance(kit, dict) else None
+        if isinstance(refused, str) and refused:
+            result = refused_result(rubric, f"{resources['nbgrader']['notebook']}.ipynb", refused)
+        else:
+            result = self.graded(nb, student, rubric, resources["nbgrader"]["notebook"])
+        for grade_id in add_missing_test_cells(nb, release_cells(resources)):
+            self.log.warning("%s: test cell %s was missing from the submission: added back with its verdict",
+                             student, grade_id)
+        for grade_id in write_verdicts(nb, result):
+            self.log.warning("test cell %s matches no part of rubric %s: scored 0", grade_id, rubric.assignment)
+        explain_not_run(nb)
+        return nb, resources
+
+    def graded(self, nb: NotebookNode, student: str, rubric: Rubric, notebook: str) -> GradeResult:
         with tempfile.TemporaryDirectory(prefix="nbgrader-sandbox-") as tmp:
-            path = Path(tmp) / f"{resources['nbgrader']['notebook']}.ipynb"
-            nbformat.write(nb, str(path))
+            path = Path(tmp) / f"{notebook}.ipynb"
+            nbformat.write(grading_copy(nb), str(path))
             result = self.reused(path, student, rubric)
             if result is None:
                 if not self.allow_unisolated and (refused := isolation_refused()):
@@ -142,9 +401,7 @@ class SandboxedGrading(_LimitTraits):
                 result = grade_file(path, rubric, self.limits())
                 self.log.info("%s graded: %s / %s in %.1f s, isolation %s", student, result.score,
                               result.max_score, result.seconds, result.load.isolation)
-        for grade_id in write_verdicts(nb, result):
-            self.log.warning("test cell %s matches no part of rubric %s: scored 0", grade_id, rubric.assignment)
-        return nb, resources
+        return result
 
     def reused(self, path: Path, student: str, rubric: Rubric) -> GradeResult | None:
         """The stored grade of exactly these cells against exactly this assignment, if a folder holds one."""

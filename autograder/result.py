@@ -3,10 +3,8 @@ nbgrader's cells) is fed.  Plain data, no torch: a process that only coordinates
 imports the judge."""
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from autograder.judging.rubric import PartScore
@@ -39,13 +37,6 @@ class GradeResult:
     @property
     def score(self) -> float:
         return round(sum(p.score for p in self.parts), 4)
-
-
-def file_sha256(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return ""
 
 
 def as_text(name: str) -> str:

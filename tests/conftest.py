@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import html
 import io
 import json
@@ -12,6 +13,7 @@ import sys
 import time
 import tokenize
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -40,7 +42,7 @@ LONGEST_FIRST = ["test_gpt_decoder.py", "test_nbgrader.py", "test_containers.py"
 # browser or a container.  Every other file is marked `slow` (a new file too, until it is named here); `make test`
 # runs both tiers.
 FAST_TIER = {"test_architecture.py", "test_benchmark.py", "test_check_suite.py", "test_fuzz.py",
-             "test_hidden_suites.py", "test_judge.py", "test_object_arguments.py", "test_op_recorder.py",
+             "test_hidden_suites.py", "test_intake.py", "test_judge.py", "test_object_arguments.py", "test_op_recorder.py",
              "test_packaging.py", "test_protocol.py", "test_release_validation.py", "test_requests.py",
              "test_reuse.py", "test_rubric.py", "test_source_cells.py"}
 
@@ -184,3 +186,75 @@ def leaked_hidden_source(page: str, assignment: str, shown: str = "") -> list[st
     """What `hidden_source` finds in an HTML page, as markup or as text."""
     texts = (page, html.unescape(page), html.unescape(re.sub(r"<[^>]+>", "", page)))
     return [p.pattern for p in hidden_source(assignment, shown) if any(p.search(text) for text in texts)]
+
+
+# Entries that stand where a submission should be but are not one (autograder/host/intake.py): student -> what
+# its reason must say.  The source notebook with the solutions sits three folders above nbgrader's submitted
+# notebook, as in every nbgrader course.
+NOT_REGULAR = {"mallory": "mallory.ipynb is a symbolic link, not a notebook",
+               "trudy": "trudy.ipynb is a symbolic link, not a notebook",
+               "stdout": "stdout.ipynb is a symbolic link, not a notebook",
+               "fifo": "fifo.ipynb is a FIFO (named pipe), not a notebook",
+               "zero": "zero.ipynb is a character device, not a notebook",
+               "folder": "folder.ipynb is a folder, not a notebook"}
+NOT_REGULAR_NESTED = {"eve": "eve is a symbolic link, not a folder",
+                      "gil": f"gil/{ASSIGNMENT} is a symbolic link, not a folder",
+                      "mallory": f"mallory/{ASSIGNMENT}/{ASSIGNMENT}.ipynb is a symbolic link, not a notebook",
+                      "trudy": f"trudy/{ASSIGNMENT}/{ASSIGNMENT}.ipynb is a symbolic link, not a notebook",
+                      "fifo": f"fifo/{ASSIGNMENT}/{ASSIGNMENT}.ipynb is a FIFO (named pipe), not a notebook"}
+
+
+def write_not_regular_entries(root: Path) -> tuple[Path, Path]:
+    """A flat class and an nbgrader course (root/course/submitted/...), each with alice's correct notebook and
+    every kind of entry of NOT_REGULAR(_NESTED), plus `growing.ipynb` in the flat class for a test to append
+    to while it grades.  Returns (flat folder, course root)."""
+    import stat
+
+    solved = student_notebook(ASSIGNMENT)
+    course = root / "course"
+    source = write_notebook(solved, course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+    flat = root / "flat"
+    alice = write_notebook(solved, flat / "alice.ipynb")
+    (flat / "mallory.ipynb").symlink_to(alice)
+    (flat / "trudy.ipynb").symlink_to(source)
+    (flat / "stdout.ipynb").symlink_to("/dev/stdout")
+    os.mkfifo(flat / "fifo.ipynb")
+    os.mknod(flat / "zero.ipynb", stat.S_IFCHR | 0o600, os.makedev(1, 5))  # /dev/zero; the tests run as root
+    (flat / "folder.ipynb").mkdir()
+    write_notebook(solved, flat / "growing.ipynb")
+    submitted = course / "submitted"
+    folder = lambda student: submitted / student / ASSIGNMENT  # noqa: E731
+    write_notebook(solved, folder("alice") / f"{ASSIGNMENT}.ipynb")
+    (submitted / "eve").symlink_to(submitted / "alice")
+    (submitted / "gil").mkdir()
+    folder("gil").symlink_to(folder("alice"))
+    folder("mallory").mkdir(parents=True)
+    (folder("mallory") / f"{ASSIGNMENT}.ipynb").symlink_to(folder("alice") / f"{ASSIGNMENT}.ipynb")
+    folder("trudy").mkdir(parents=True)
+    (folder("trudy") / f"{ASSIGNMENT}.ipynb").symlink_to(f"../../../source/{ASSIGNMENT}/{ASSIGNMENT}.ipynb")
+    folder("fifo").mkdir(parents=True)
+    os.mkfifo(folder("fifo") / f"{ASSIGNMENT}.ipynb")
+    return flat, course
+
+
+@contextlib.contextmanager
+def growing(path: Path) -> Iterator[None]:
+    """`path` grows by appending, for as long as the block runs."""
+    import threading
+
+    stop = threading.Event()
+
+    def grow() -> None:
+        with path.open("ab") as handle:
+            while not stop.is_set() and handle.tell() < 64 << 20:
+                handle.write(b" " * 65536)
+                handle.flush()
+                time.sleep(0.001)
+
+    writer = threading.Thread(target=grow)
+    writer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        writer.join()

@@ -159,3 +159,35 @@ def test_a_file_name_that_is_not_utf8_gets_a_text_student_id(tmp_path):
     assert results["score"] == 0 and "caf\\xe9.ipynb is not valid JSON" in results["output"]
     assert results["extra_data"]["submission"] == "caf\\xe9.ipynb" and "\\udc" not in raw  # no lone surrogate
     assert (out / "grades.csv").read_text(encoding="utf-8").splitlines()[1].startswith("caf\\xe9,0,100,")
+
+
+def _reasons(out: Path) -> dict[str, tuple[float, str]]:
+    return {p.stem: (r["score"], r["output"]) for p in out.glob("*.json") for r in [json.loads(p.read_text())]}
+
+
+def test_no_entry_that_is_not_a_regular_file_steers_or_stops_the_batch(tmp_path):
+    """Links (to a classmate, to the instructor's source notebook, to /dev/stdout, a linked student folder), a
+    FIFO, a device and a folder named like a notebook, in both layouts, with stdout a pipe as in CI: each scores
+    0 with its reason in its own row, alice keeps her 100, and the batch ends.  A file that grows while it is
+    read is graded as it was read."""
+    from conftest import NOT_REGULAR, NOT_REGULAR_NESTED, growing, write_not_regular_entries
+
+    flat, course = write_not_regular_entries(tmp_path)
+    for name, folder, expected in [("flat", flat, NOT_REGULAR), ("nested", course, NOT_REGULAR_NESTED)]:
+        out = tmp_path / f"out-{name}"
+        started = time.monotonic()
+        with growing(flat / "growing.ipynb"):
+            done = run_cli("grade-all", folder, "-o", out, "--jobs", "2", "--timeout", "20", timeout=300)
+        seconds = time.monotonic() - started
+        assert done.returncode == 0, done.stderr[-3000:]
+        graded = _reasons(out)
+        assert graded.pop("alice")[0] == 100
+        if name == "flat":
+            score, output = graded.pop("growing")
+            assert score == 100 or (score == 0 and "growing.ipynb is larger than 20 MB" in output), output
+        assert set(graded) == set(expected)
+        for student, says in expected.items():
+            assert graded[student][0] == 0 and says in graded[student][1], (student, graded[student][1][:500])
+        rows = (out / "grades.csv").read_text().splitlines()
+        assert len(rows) == 1 + len(expected) + 1 + (name == "flat")
+        print(f"{name}: {len(rows) - 1} entries graded in {seconds:.1f} s")

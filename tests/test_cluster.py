@@ -143,6 +143,21 @@ def test_the_cluster_gives_the_grades_a_local_batch_gives(cluster, tmp_path):
     assert " / " not in rerun.stderr
 
 
+def test_entries_that_are_not_regular_files_score_on_the_cluster_as_in_a_local_batch(cluster, tmp_path):
+    """The client reads every submission as a local batch does (autograder/host/intake.py) and sends a refusal
+    as its reason: the worker never follows a link or waits on a FIFO, and the student is told why."""
+    from conftest import NOT_REGULAR, write_not_regular_entries
+
+    flat, _ = write_not_regular_entries(tmp_path)
+    (flat / "growing.ipynb").unlink()
+    remote = run_cli("grade-all", flat, "-o", tmp_path / "remote", "--scheduler", cluster.address)
+    assert remote.returncode == 0, remote.stderr
+    graded = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "remote").glob("*.json")}
+    assert graded.pop("alice")["score"] == 100 and set(graded) == set(NOT_REGULAR)
+    for student, says in NOT_REGULAR.items():
+        assert graded[student]["score"] == 0 and says in graded[student]["output"], graded[student]["output"][:500]
+
+
 def test_a_worker_killed_mid_batch_loses_nothing(cluster, tmp_path):
     folder, out = tmp_path / "class", tmp_path / "out"
     students = {"s0": [], "s1": [UNBIASED_VARIANCE], "s2": [], "s3": [UNBIASED_VARIANCE]}

@@ -245,18 +245,35 @@ def _link_to_a_hidden_suite(folder: Path) -> None:
     (folder / f"{ASSIGNMENT}.ipynb").symlink_to(folder.parent / "source" / "assignments" / ASSIGNMENT / "rubric.toml")
 
 
+def _fifo(folder: Path) -> None:
+    os.mkfifo(folder / f"{ASSIGNMENT}.ipynb")  # opening it would wait for a writer forever
+
+
 @pytest.mark.parametrize("hand_in, says", [
     (_nothing, "no notebook (.ipynb) was handed in: it is empty"),
     (_no_notebook, "no notebook (.ipynb) was handed in: it holds notes.txt"),
     (_two_notebooks, "2 notebooks were handed in (part1.ipynb, part2.ipynb) and none is named"),
-    (_link_to_a_hidden_suite, f"{ASSIGNMENT}.ipynb is a symbolic link, not a notebook"),
-], ids=["empty", "no-notebook", "two-notebooks", "symlink"])
+], ids=["empty", "no-notebook", "two-notebooks"])
 def test_what_cannot_be_graded_is_a_zero_saying_what_was_found(hand_in, says, kit_zip, tmp_path):
     root = gradescope_root(kit_zip, tmp_path)
     hand_in(root / "submission")
     results, _ = run_autograder(root)
     check_specification(results)
     assert says in not_graded_output(results)
+
+
+@pytest.mark.parametrize("hand_in, says", [
+    (_link_to_a_hidden_suite, f"{ASSIGNMENT}.ipynb is a symbolic link, not a notebook"),
+    (_fifo, f"{ASSIGNMENT}.ipynb is a FIFO (named pipe), not a notebook"),
+], ids=["symlink", "fifo"])
+def test_a_notebook_that_is_not_a_regular_file_scores_zero_saying_what_it_is(hand_in, says, kit_zip, tmp_path):
+    """Read as every front end reads a submission (autograder/host/intake.py): every check fails with the
+    reason, which the output names."""
+    root = gradescope_root(kit_zip, tmp_path)
+    hand_in(root / "submission")
+    results, _ = run_autograder(root)
+    check_specification(results)
+    assert results["score"] == 0 and results["tests"] and says in results["output"], results["output"]
 
 
 def test_a_grader_that_cannot_start_crashes_or_runs_out_of_time_still_writes_results(kit_zip, tmp_path):

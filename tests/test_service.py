@@ -72,6 +72,25 @@ def test_a_served_grade_is_the_grade_the_command_line_gives_alone(service, tmp_p
     assert (tmp_path / "served.xml").exists()
 
 
+def test_entries_that_are_not_regular_files_score_alike_served_and_alone(service, tmp_path):
+    """`grade` of a link, a FIFO, a device or a folder named like a notebook: graded (0, the reason in the
+    output), never followed, opened or waited on; the service and the command line alone agree."""
+    from conftest import NOT_REGULAR, write_not_regular_entries
+
+    flat, _ = write_not_regular_entries(tmp_path)
+    for student, says in NOT_REGULAR.items():
+        served = service.grade(flat / f"{student}.ipynb", "-o", tmp_path / f"{student}.json")
+        out, err = served.communicate(timeout=120)
+        assert served.returncode == 0, err
+        result = json.loads((tmp_path / f"{student}.json").read_text())
+        assert result["score"] == 0 and says in result["output"], result["output"][:500]
+    for student in ("fifo", "stdout"):  # the command line by itself, stdout a pipe
+        alone = run_cli("grade", flat / f"{student}.ipynb", "-o", tmp_path / f"alone-{student}.json", timeout=120)
+        assert alone.returncode == 0, alone.stderr
+        assert comparable(json.loads((tmp_path / f"alone-{student}.json").read_text())) == \
+            comparable(json.loads((tmp_path / f"{student}.json").read_text()))
+
+
 def test_bad_arguments_get_the_command_lines_own_error(service, tmp_path):
     served = service.grade(tmp_path / "missing.ipynb", "-o", tmp_path / "r.json")
     _, err = served.communicate(timeout=60)

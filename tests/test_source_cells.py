@@ -2,10 +2,11 @@
 import builtins
 import json
 import os
+import re
 
 import pytest
 
-from autograder.host import source_cells
+from autograder.host import intake, source_cells
 from autograder.host.source_cells import UnreadableSubmission, neutralise, read_cells
 
 
@@ -102,16 +103,16 @@ def test_code_the_parser_cannot_nest_is_read_without_compiling_it(tmp_path, no_c
 
 def test_a_file_above_the_size_limit_is_not_read_whole(tmp_path, monkeypatch):
     path = tmp_path / "s.ipynb"
-    path.write_bytes(b" " * (source_cells.MAX_SUBMISSION_BYTES + 10))
+    path.write_bytes(b" " * (intake.MAX_SUBMISSION_BYTES + 10))
     with pytest.raises(UnreadableSubmission, match="larger than 20 MB"):
         read_cells(path)
 
 
-@pytest.mark.parametrize("make", [os.mkfifo, os.mkdir])
-def test_something_that_is_not_a_file_is_refused_without_blocking(tmp_path, make):
+@pytest.mark.parametrize("make,kind", [(os.mkfifo, "a FIFO (named pipe)"), (os.mkdir, "a folder")])
+def test_something_that_is_not_a_file_is_refused_without_blocking(tmp_path, make, kind):
     path = tmp_path / "s.py"
     make(path)
-    with pytest.raises(UnreadableSubmission, match="s.py is not a regular file"):
+    with pytest.raises(UnreadableSubmission, match=rf"^s\.py is {re.escape(kind)}, not a Python file$"):
         read_cells(path)
 
 

@@ -10,22 +10,23 @@ Every step here is linear in the file's size, and the size, the amount of code a
 are bounded.
 
 Cells that need not run when grading are replaced by a `pass` stand-in, so cell numbers stay the notebook's
-own: nbgrader's autograded check cells (the hidden suite takes their place), and the instructor's cells that
-the rubric lists in `skip_when_unchanged` (plots, say) while they are exactly the release's.  Whether such a
-cell is unchanged is decided here against the trusted release's source, never from the submission's
-metadata: a student who edits one gets it run, because it is their code then.
+own: cells marked as nbgrader autograded test cells (the hidden suite takes their place), and the locked
+cells that the rubric lists in `skip_when_unchanged` (plots, say).  Locked cells are the instructor's on
+every front end: nbgrader's autograde restores an edited one from its gradebook, so a cell carrying such a
+grade_id is the release's cell whatever its source says, and what a student writes in it is not graded.
+Of several cells carrying one grade_id (a cell pasted twice), only the last is that cell, as in nbgrader;
+the others are the student's own and run.  The README's "Which cells are graded" states the whole rule.
 """
 from __future__ import annotations
 
 import json
 import re
-import stat
 from pathlib import Path
 from typing import Any, Mapping
 
-from autograder.protocol import clean_text, loads
+from autograder.host.intake import UnreadableSubmission, read_submission, shown_name
+from autograder.protocol import loads
 
-MAX_SUBMISSION_BYTES = 20 << 20  # a notebook with its outputs (plots are base64 text)
 MAX_CODE_CHARS = 2_000_000  # all code cells together; the reference solution has 5,000 characters
 MAX_CODE_CELLS = 2000
 MAX_NOTEBOOK_DEPTH = 64  # nbformat nests about 6 levels; widget and plot outputs a few more
@@ -41,11 +42,7 @@ CELL_MARKER = re.compile(r"^# %%.*$", re.MULTILINE)
 
 
 CHECK_CELL_STANDIN = "pass  # a check cell: the hidden suite takes its place when grading\n"
-UNCHANGED_CELL_STANDIN = "pass  # an instructor's cell, unchanged from the release, that grading does not need\n"
-
-
-class UnreadableSubmission(Exception):
-    """The file cannot be read as a submission; the message is the student-facing reason."""
+UNCHANGED_CELL_STANDIN = "pass  # an instructor's locked cell that grading does not need\n"
 
 
 def neutralise(source: str) -> str | None:
@@ -76,12 +73,33 @@ def _check_json_size(name: str, text: str) -> None:
                                    "JSON values (clear its outputs and submit it again)")
 
 
-def _is_check_cell(cell: dict) -> bool:
-    """An nbgrader autograded test cell: its visible checks compare with torch's own implementations, which
-    the sandbox disables, and the hidden suite takes its place when grading, so it is not run."""
-    metadata = cell.get("metadata")
+def _nbgrader(cell: Any) -> dict | None:
+    metadata = cell.get("metadata") if isinstance(cell, dict) else None
     nbgrader = metadata.get("nbgrader") if isinstance(metadata, dict) else None
-    return isinstance(nbgrader, dict) and nbgrader.get("grade") is True and nbgrader.get("solution") is not True
+    return nbgrader if isinstance(nbgrader, dict) else None
+
+
+def is_check_cell(cell: Any) -> bool:
+    """A cell marked as an nbgrader autograded test cell, of whatever type: its visible checks compare with
+    torch's own implementations, which the sandbox disables, and the hidden suite takes its place when
+    grading, so it is not run.  The mark decides, on every front end: a test cell the student added or
+    copied from elsewhere is not run either, and earns nothing (the rubric's parts are what is scored)."""
+    nbgrader = _nbgrader(cell)
+    return nbgrader is not None and nbgrader.get("grade") is True and nbgrader.get("solution") is not True
+
+
+def grade_id_of(cell: Any) -> str | None:
+    """The nbgrader grade_id the cell carries, if it carries one."""
+    nbgrader = _nbgrader(cell)
+    grade_id = nbgrader.get("grade_id") if nbgrader is not None else None
+    return grade_id if isinstance(grade_id, str) and grade_id else None
+
+
+def last_carriers(cells: list) -> dict[str, int]:
+    """grade_id -> the index of the last cell carrying it.  That cell is the notebook's cell of that grade_id;
+    earlier ones (JupyterLab copies a cell's metadata with it when it is pasted) are the student's own cells.
+    nbgrader's rule (its DeduplicateIds keeps the last), here for every cell that carries a grade_id."""
+    return {grade_id: i for i, cell in enumerate(cells) if (grade_id := grade_id_of(cell)) is not None}
 
 
 def code_text(cell: dict[str, Any]) -> str | None:
@@ -93,14 +111,14 @@ def code_text(cell: dict[str, Any]) -> str | None:
     return _unix_newlines(source) if isinstance(source, str) else None
 
 
-def _is_unchanged(cell: dict, source: str, unchanged_may_skip: Mapping[str, str]) -> bool:
-    """The cell carries the grade_id of a cell that may be skipped and exactly that cell's released source.
-    The grade_id alone proves nothing (the student wrote the metadata too), the source match does: a cell
-    skipped this way is the instructor's code, wherever it sits."""
-    metadata = cell.get("metadata")
-    nbgrader = metadata.get("nbgrader") if isinstance(metadata, dict) else None
-    grade_id = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
-    return isinstance(grade_id, str) and unchanged_may_skip.get(grade_id) == source
+def _is_skipped_locked_cell(cell: dict, index: int, last: Mapping[str, int],
+                            locked_may_skip: Mapping[str, str]) -> bool:
+    """The cell is the release's locked cell of a grade_id in `skip_when_unchanged` (each a locked code cell
+    of the release that grading does not need): it carries that grade_id and is the last cell to carry it.
+    Locked cells are the instructor's: nbgrader restores one the student edited, or turned into another
+    type, from its gradebook, so what a student writes in one is never graded, here either."""
+    grade_id = grade_id_of(cell)
+    return grade_id is not None and grade_id in locked_may_skip and last.get(grade_id) == index
 
 
 def _notebook_sources(name: str, text: str, unchanged_may_skip: Mapping[str, str]) -> list[str]:
@@ -114,14 +132,19 @@ def _notebook_sources(name: str, text: str, unchanged_may_skip: Mapping[str, str
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise UnreadableSubmission(f"{name} is JSON but not a Jupyter notebook (no list of cells)")
     sources, chars = [], 0
-    for cell in data["cells"]:
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+    last = last_carriers(data["cells"])
+    for index, cell in enumerate(data["cells"]):
+        if not isinstance(cell, dict):
             continue
-        source = code_text(cell)
-        if _is_check_cell(cell):  # kept as a cell, so cell numbers stay the notebook's own
+        # stand-ins are kept as cells, whatever the cell's type, so cell numbers stay the ones nbgrader grades
+        if is_check_cell(cell):
             source = CHECK_CELL_STANDIN
-        elif source is not None and _is_unchanged(cell, source, unchanged_may_skip):
+        elif _is_skipped_locked_cell(cell, index, last, unchanged_may_skip):
             source = UNCHANGED_CELL_STANDIN
+        elif cell.get("cell_type") == "code":
+            source = code_text(cell)
+        else:
+            continue
         if source is not None:
             sources.append(source)
             chars += len(sources[-1])
@@ -147,17 +170,7 @@ def _check_amount(name: str, cells: int, chars: int) -> None:
         raise UnreadableSubmission(f"{name} holds more than {MAX_CODE_CHARS:,} characters of code")
 
 
-def _read_text(path: Path, name: str) -> str:
-    try:
-        # a FIFO would block the read and /dev/zero would never end
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise UnreadableSubmission(f"{name} is not a regular file")
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_SUBMISSION_BYTES + 1)  # a bigger file is refused without reading it all
-    except OSError as exc:
-        raise UnreadableSubmission(f"{name} cannot be read: {clean_text(exc.strerror or exc, 200)}") from None
-    if len(raw) > MAX_SUBMISSION_BYTES:
-        raise UnreadableSubmission(f"{name} is larger than {MAX_SUBMISSION_BYTES >> 20} MB")
+def _text(raw: bytes, name: str) -> str:
     if not raw.strip():
         raise UnreadableSubmission(f"{name} is empty")
     try:
@@ -171,15 +184,21 @@ def _read_text(path: Path, name: str) -> str:
     return text
 
 
-def read_cells(path: Path, unchanged_may_skip: Mapping[str, str] | None = None) -> list[str]:
-    """The code cells the child runs.  `unchanged_may_skip` maps grade_ids to the release's source of cells
-    that grading does not need (`Rubric.skip_when_unchanged`); a notebook cell with that grade_id and exactly
-    that source becomes a stand-in.  A .py file has no grade_ids, so every cell of it runs."""
-    # a file name can hold bytes that are not UTF-8, escape sequences, line breaks
-    name = clean_text(path.name, 200).replace("\n", " ").replace("\t", " ")
+def read_cells(path: Path, unchanged_may_skip: Mapping[str, str] | None = None, within: Path | None = None
+               ) -> list[str]:
+    """The code cells the child runs, of the submission at `path` inside the folder `within` (read as
+    autograder.host.intake reads every submission).  `unchanged_may_skip` maps grade_ids to the release's
+    source of cells that grading does not need (`Rubric.skip_when_unchanged`); a notebook cell with that
+    grade_id and exactly that source becomes a stand-in.  A .py file has no grade_ids, so every cell of it runs."""
+    return cells_from(path, read_submission(path, within), unchanged_may_skip)
+
+
+def cells_from(path: Path, raw: bytes, unchanged_may_skip: Mapping[str, str] | None = None) -> list[str]:
+    """`read_cells` of the bytes `raw` read from `path`."""
+    name = shown_name(path.name)
     if path.suffix not in (".ipynb", ".py"):
         raise UnreadableSubmission(f"{name}: a submission is a .ipynb notebook or a .py file")
-    text = _read_text(path, name)
+    text = _text(raw, name)
     if path.suffix == ".ipynb":
         sources = _notebook_sources(name, text, unchanged_may_skip or {})
     else:

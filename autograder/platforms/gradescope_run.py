@@ -5,8 +5,9 @@ gradescope.py builds the zip).
         [--allow-unisolated] [--token-fd FD --results-fd FD]
 
 Gradescope puts the student's files in ROOT/submission and reads ROOT/results/results.json.  The notebook graded
-is the one named like the assignment, else the only notebook handed in.  Anything else (no notebook, several, a
-symbolic link) is a score of 0 whose output says what was found; so is a machine that refuses the sandbox,
+is the one named like the assignment, else the only notebook handed in.  Anything else (no notebook, several)
+is a score of 0 whose output says what was found, and so is a notebook that is not a regular file
+(autograder.host.intake: a symbolic link, which could name a file of the grader's such as a hidden suite); so is a machine that refuses the sandbox,
 unless the zip was built with --allow-unisolated (the kit's policy: never grade without isolation unless told
 to, and then say so in every result).  A run stopped by SIGTERM writes nothing, like `grade`; run_autograder
 then writes a result that says so.
@@ -74,8 +75,6 @@ def choose_notebook(folder: Path, assignment: str) -> tuple[Path | None, str]:
     if len(chosen) > 1:
         return None, (f"{len(chosen)} notebooks were handed in ({_listing(chosen, folder)}) and none is named "
                       f"{assignment}.ipynb; hand in that one only")
-    if chosen[0].is_symlink():  # it could name a file of the grader's, such as a hidden suite
-        return None, f"{_shown(chosen[0], folder)} is a symbolic link, not a notebook"
     return chosen[0], ""
 
 
@@ -87,11 +86,12 @@ def not_graded(rubric: Rubric, reason: str, seconds: float, visibility: str) -> 
             "extra_data": {"assignment": rubric.assignment, "not_graded": reason}}
 
 
-def grade(notebook: Path, rubric: Rubric, limits: Limits, visibility: str) -> dict[str, Any]:
-    """Grades `notebook` in the sandbox; prints the summary (for the instructor's log) and returns results.json.
-    Raises JudgingInterrupted when stopped before the grade was complete."""
+def grade(notebook: Path, rubric: Rubric, limits: Limits, visibility: str, within: Path) -> dict[str, Any]:
+    """Grades `notebook`, handed in to the folder `within`, in the sandbox; prints the summary (for the
+    instructor's log) and returns results.json.  Raises JudgingInterrupted when stopped before the grade was
+    complete."""
     Zygote.shared()  # the zygote imports torch while this process imports the judge
-    result, report = grade_report(notebook, rubric, limits, visibility)
+    result, report = grade_report(notebook, rubric, limits, visibility, within)
     print(summary(result))
     # Gradescope shows it; the kit's own results.json leaves it out, so that a regrade gives the same bytes
     return {**report, "execution_time": round(result.seconds, 2)}
@@ -129,7 +129,7 @@ def run(root: Path, assignment: str, visibility: str, allow_unisolated: bool, se
     print(f"grading {notebook}")
     if sealed:
         seal()
-    return grade(notebook, rubric, Limits(isolate=not refused), visibility)
+    return grade(notebook, rubric, Limits(isolate=not refused), visibility, root / "submission")
 
 
 def read_token(fd: int) -> str:
