@@ -31,24 +31,60 @@ ONE_BUG_PER_PART = {
 
 @pytest.fixture(scope="module")
 def reference_graded(samples, tmp_path_factory) -> tuple[dict, float, subprocess.CompletedProcess]:
-    """The reference notebook graded once through the command line, for the tests of this file that read it."""
+    """The reference notebook graded once through `grade`, for the tests of this file that read it."""
     return grade(samples / "correct.ipynb", tmp_path_factory.mktemp("correct"))
 
 
-def test_reference_gets_full_marks_and_release_gets_zero(reference_graded, samples, tmp_path):
+UNREADABLE = {"empty": b"", "not-json": b"{not json", "binary": b"\x00\x01binary",
+              "no-cells": b'{"nbformat": 4, "metadata": {}}'}
+
+
+def _python_solution(prefix: str = "", suffix: str = "") -> str:
+    from autograder.authoring.assignment import Assignment
+
+    source = "\n\n".join(["import math\nimport torch\nimport torch.nn as nn",
+                           *Assignment("transformer_block").solution_code().values()])
+    return prefix + source + suffix
+
+
+@pytest.fixture(scope="module")
+def class_graded(samples, tmp_path_factory) -> dict[str, dict]:
+    """The rest of this file's submissions graded in one `grade-all --jobs 2` (the same results.json as `grade`
+    writes: tests/test_batch.py), student -> results."""
+    folder, out = tmp_path_factory.mktemp("class"), tmp_path_factory.mktemp("class-out")
+    (folder / "untouched.ipynb").write_bytes((samples / "untouched.ipynb").read_bytes())
+    for part, mutation in ONE_BUG_PER_PART.items():
+        write_notebook(student_notebook("transformer_block", [mutation]), folder / f"bug_{part}.ipynb")
+    for name, content in UNREADABLE.items():
+        (folder / f"broken-{name}.ipynb").write_bytes(content)
+    (folder / "syntax.py").write_text("def layer_norm(x:\n")
+    (folder / "prints.py").write_text(_python_solution("print('working on it')\n", "\nprint(layer_norm)\n"))
+    via_getattr = ("    mean = x.mean(dim=-1, keepdim=True)\n",
+                   "    import torch.nn.functional as F\n"
+                   "    return getattr(F, 'layer' + '_norm')(x, x.shape[-1:], weight, bias, eps)\n"
+                   "    mean = x.mean(dim=-1, keepdim=True)\n")
+    via_aten = ("    return torch.softmax(scores, dim=-1)",
+                "    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, k)  # borrowed, then hidden\n"
+                "    return torch.softmax(scores, dim=-1)")
+    write_notebook(student_notebook("transformer_block", [via_getattr, via_aten]), folder / "borrowed.ipynb")
+    done = run_cli("grade-all", folder, "-o", out, "--jobs", "2")
+    assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr, done.stderr[-3000:]
+    return {path.stem: json.loads(path.read_text()) for path in out.glob("*.json")}
+
+
+def test_reference_gets_full_marks_and_release_gets_zero(reference_graded, class_graded):
     correct, _, _ = reference_graded
     assert correct["score"] == correct["max_score"] == 100
     assert part_scores(correct) == full_marks(correct)
     assert all(t["status"] == "passed" for t in correct["tests"])
-    untouched, _, _ = grade(samples / "untouched.ipynb", tmp_path)
+    untouched = class_graded["untouched"]
     assert untouched["score"] == 0
     assert all(t["status"] == "failed" and "NotImplementedError" in t["output"] for t in untouched["tests"])
 
 
 @pytest.mark.parametrize("part", sorted(ONE_BUG_PER_PART))
-def test_one_bug_loses_points_in_its_own_part_only(part, tmp_path):
-    notebook = write_notebook(student_notebook("transformer_block", [ONE_BUG_PER_PART[part]]), tmp_path / f"bug_{part}.ipynb")
-    results, _, _ = grade(notebook, tmp_path)
+def test_one_bug_loses_points_in_its_own_part_only(part, class_graded):
+    results = class_graded[f"bug_{part}"]
     scores, maxima = part_scores(results), full_marks(results)
     assert scores[part] < maxima[part]
     for other in scores:
@@ -69,20 +105,23 @@ def test_results_follow_the_gradescope_format(reference_graded):
     assert "100 / 100" in done.stdout
 
 
-@pytest.mark.parametrize("content", [b"", b"{not json", b"\x00\x01binary", b'{"nbformat": 4, "metadata": {}}'])
-def test_unreadable_submission_scores_zero_with_a_reason(tmp_path, content):
-    path = tmp_path / "broken.ipynb"
-    path.write_bytes(content)
-    results, _, done = grade(path, tmp_path)
-    assert results["score"] == 0 and "Traceback" not in done.stdout + done.stderr
-    assert "Not graded: broken.ipynb" in results["output"]
+@pytest.mark.parametrize("name", sorted(UNREADABLE))
+def test_unreadable_submission_scores_zero_with_a_reason(class_graded, name):
+    results = class_graded[f"broken-{name}"]
+    assert results["score"] == 0 and f"Not graded: broken-{name}.ipynb" in results["output"]
     assert results["tests"] and all(t["score"] == 0 for t in results["tests"])
 
 
-def test_syntax_error_in_a_python_file_scores_zero(tmp_path):
-    path = tmp_path / "s.py"
-    path.write_text("def layer_norm(x:\n")
-    results, _, _ = grade(path, tmp_path)
+def test_an_unreadable_file_through_grade_is_one_clean_zero(tmp_path):
+    path = tmp_path / "broken.ipynb"
+    path.write_bytes(b"{not json")
+    results, _, done = grade(path, tmp_path)
+    assert results["score"] == 0 and "Traceback" not in done.stdout + done.stderr
+    assert "Not graded: broken.ipynb is not valid JSON" in results["output"]
+
+
+def test_syntax_error_in_a_python_file_scores_zero(class_graded):
+    results = class_graded["syntax"]
     assert results["score"] == 0 and "Cell 1 raised SyntaxError" in results["output"]
 
 
@@ -101,25 +140,13 @@ def test_usage_errors_exit_2_with_one_line(args, message):
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
-def test_python_file_submission_with_prints(tmp_path):
-    from autograder.authoring.assignment import Assignment
-    source = "\n\n".join(["import math\nimport torch\nimport torch.nn as nn", *Assignment("transformer_block").solution_code().values()])
-    path = tmp_path / "student.py"
-    path.write_text("print('working on it')\n" + source + "\nprint(layer_norm)\n")
-    results, _, _ = grade(path, tmp_path)
+def test_python_file_submission_with_prints(class_graded):
+    results = class_graded["prints"]
     assert results["score"] == 100, json.dumps(results)[:2000]
 
 
-def test_torchs_own_implementation_scores_its_part_zero(tmp_path):
-    via_getattr = ("    mean = x.mean(dim=-1, keepdim=True)\n",
-                   "    import torch.nn.functional as F\n"
-                   "    return getattr(F, 'layer' + '_norm')(x, x.shape[-1:], weight, bias, eps)\n"
-                   "    mean = x.mean(dim=-1, keepdim=True)\n")
-    via_aten = ("    return torch.softmax(scores, dim=-1)",
-                "    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, k)  # borrowed, then hidden\n"
-                "    return torch.softmax(scores, dim=-1)")
-    notebook = write_notebook(student_notebook("transformer_block", [via_getattr, via_aten]), tmp_path / "borrowed.ipynb")
-    results, _, _ = grade(notebook, tmp_path)
+def test_torchs_own_implementation_scores_its_part_zero(class_graded):
+    results = class_graded["borrowed"]
     scores = part_scores(results)
     assert scores["layer_norm"] == 0 and scores["attention"] == 0
     assert scores["gradient_experiment"] == 10  # untouched by either
