@@ -184,7 +184,8 @@ ROUTES: dict[str, tuple[str, str, str, str]] = {
         "    return normed.t().reshape(x.shape) * weight + bias\n"),
         "native_batch_norm's CompositeImplicitAutograd python kernel is torch._decomp's batch-norm decomposition"),
     "ln-fresh-interpreter": ("layer_norm", "layer_norm_function", "import io\nimport subprocess\nimport sys\n\n\n" + _ln(
-        "    script = ('import io, sys, torch; x, w, b, eps = torch.load(sys.stdin.buffer); buffer = io.BytesIO(); '\n"
+        "    script = ('import io, sys, torch; x, w, b, eps = torch.load(io.BytesIO(sys.stdin.buffer.read())); '\n"
+        "              'buffer = io.BytesIO(); '\n"
         "              'torch.save(torch.nn.functional.layer_norm(x, w.shape, w, b, eps), buffer); '\n"
         "              'sys.stdout.buffer.write(buffer.getvalue())')\n"
         "    sent = io.BytesIO()\n"
