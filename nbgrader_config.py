@@ -1,8 +1,9 @@
 """nbgrader configuration for the course.  The repository root is the course directory."""
 import os
 
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades,
-                                    IgnorePattern, LimitOutput, SaveAutoGrades)
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput,
+                                    DeduplicateIds, GetGrades, IgnorePattern, LimitOutput, OverwriteCells,
+                                    OverwriteKernelspec, SaveAutoGrades)
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 
 from autograder.host.limits import BadLimit, from_environment as limits_from_environment
@@ -16,8 +17,22 @@ c.CourseDirectory.db_url = os.environ.get(
 c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")
 c.NbGrader.logfile = os.path.join(c.CourseDirectory.root, "nbgrader.log")
 
-# A student who deletes a test cell still gets it back (and its points) when grading.
-c.OverwriteCells.add_missing_cells = True
+# Which cells are graded (the README's "Which cells are graded"): the kit reads the submission as `grade`
+# does (a byte-order mark is fine; a file it refuses gets a 0 with the reason in every test cell instead of a
+# failed autograde), and ReleaseCells decides, before nbgrader's own steps, which cells are the release's
+# (the last cell carrying a grade_id the gradebook knows, with the same role): the others lose their
+# nbgrader metadata, so that a cell pasted twice or a test cell the student added no longer fails the
+# notebook.  nbgrader then restores the release's locked cells from the gradebook, as always.
+c.Autograde.exporter_class = "autograder.nbgrader_plugin.SubmissionExporter"
+c.Autograde.sanitize_preprocessors = [
+    "autograder.nbgrader_plugin.ReleaseCells", ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells,
+    CheckCellMetadata,
+]
+# A deleted test cell is added back by SandboxedGrading after grading, carrying its part's verdict (the hidden
+# suite graded the part anyway: nothing lost, nothing gained).  nbgrader's own add_missing_cells stays off: it
+# fails on a notebook whose cells lost their grade_id, re-adds cells the kit does not grade, and would change
+# the cells that reuse_results_from compares.
+c.OverwriteCells.add_missing_cells = False
 
 # Hidden tests never run in the student's kernel: nbgrader's Execute is replaced by the kit's sandboxed
 # grader, which writes each test cell's verdict before SaveAutoGrades reads it.  Named, not imported: only

@@ -1,18 +1,20 @@
 """nbgrader integration: how `nbgrader autograde` reads, sanitises and grades a submission with the kit.
 
-`SubmissionExporter` reads the submitted notebook.  The kit's own reader decides first, as it does for
-`python -m autograder grade`: a file it refuses is refused for the same one-line reason.  A notebook saved
-with a UTF-8 byte-order mark is read like any other (nbformat alone refuses it).  A file nbformat still cannot
-read becomes a notebook holding only that reason: every test cell then scores 0 with the reason, in the
-gradebook and the feedback, instead of the whole autograde failing.
+`SubmissionExporter` reads the submitted notebook, and the kit's own reader decides, as it does for
+`python -m autograder grade`: a file it refuses is refused for the same one-line reason, and becomes a
+notebook holding only that reason (every test cell then scores 0 with it, in the gradebook and the feedback,
+instead of the whole autograde failing); a file it reads is read with the same cells, even where nbformat
+alone would refuse it (a UTF-8 byte-order mark) or read it otherwise (no format version: nbformat would
+empty every cell).
 
 `ReleaseCells` runs first among nbgrader's sanitising steps and decides which of the submission's cells are
 the release's, with the kit's rules (autograder/host/source_cells.py), so that nbgrader's DeduplicateIds,
 OverwriteCells and CheckCellMetadata have nothing left to fail on (nbgrader 0.9 fails a notebook with a cell
 pasted twice, or with a test cell the gradebook does not know).  The last cell carrying a grade_id the
-gradebook knows, with the same role (autograded test cell or not), is that release cell: it gets the
-gradebook's metadata, and nbgrader restores it if it is locked.  Every other cell with nbgrader metadata is
-the student's own: the metadata goes, and a cell marked as a test cell is still not run when grading.
+gradebook knows, with the same role (autograded test cell or not) and, unless locked, the same type, is that
+release cell: it gets the gradebook's metadata, and nbgrader restores it if it is locked.  Every other cell
+with nbgrader metadata is the student's own: the metadata goes, and a cell marked as a test cell is still not
+run when grading.
 
 `SandboxedGrading` replaces nbgrader's kernel-executing `Execute`.  Instead of running hidden tests inside
 the student's kernel, it grades the sanitised notebook with the same engine as `python -m autograder grade`,
@@ -59,7 +61,8 @@ from autograder.judging.judge import run_suite
 from autograder.judging.rubric import PartScore, Rubric, load_rubric, score
 from autograder.host.limits import Limits, knobs
 from autograder.host.sandbox import isolation_refused
-from autograder.host.source_cells import UnreadableSubmission, grade_id_of, is_check_cell, last_carriers, read_cells
+from autograder.host.intake import UnreadableSubmission, read_submission
+from autograder.host.source_cells import cells_from, code_text, grade_id_of, is_check_cell, last_carriers, read_cells
 
 # The kit's own metadata (cells and notebook), written by ReleaseCells and read by SandboxedGrading: what a
 # submission holds under this key is dropped on reading, so only the kit's two steps ever write it.
@@ -74,11 +77,6 @@ def _rubric(config: Any, assignment_id: str) -> Rubric:
 
 # --- reading the submission ---------------------------------------------------------------------------------
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().split("\n", 1)[0] or type(exc).__name__
-    return message_text(text)[:300]
-
-
 def _structure_problem(nb: NotebookNode) -> str | None:
     """What of a notebook nbformat read would make nbgrader's own steps fail, if anything."""
     cells = nb.get("cells")
@@ -92,20 +90,63 @@ def _structure_problem(nb: NotebookNode) -> str | None:
     return None
 
 
-def read_submitted(path: Path, rubric: Rubric) -> tuple[NotebookNode | None, str]:
-    """The submitted notebook as nbformat reads it and "", or None and the one-line reason it is refused."""
-    name = path.name
-    try:  # the kit's reader first: what `python -m autograder grade` refuses, nbgrader refuses for the same reason
-        read_cells(path, rubric.skip_when_unchanged)
+def rebuilt_notebook(data: dict[str, Any]) -> NotebookNode:
+    """A notebook that the kit reads (a JSON object with a list of cells) but nbformat refuses (no format
+    version, a malformed cell), rebuilt as a valid one from what the kit reads of it: each cell's type, text
+    and metadata.  A code cell whose source is not text, which the kit does not run, becomes a raw cell."""
+    def meta(value: Any) -> dict:
+        return copy.deepcopy(value) if isinstance(value, dict) else {}
+
+    nb = nbformat.v4.new_notebook(metadata=meta(data.get("metadata")))
+    for cell in data["cells"]:
+        if not isinstance(cell, dict):
+            continue  # not a cell to the kit either
+        text, kind = code_text(cell), cell.get("cell_type")
+        if kind == "code" and text is not None:
+            nb.cells.append(nbformat.v4.new_code_cell(text, metadata=meta(cell.get("metadata"))))
+        elif kind == "markdown":
+            nb.cells.append(nbformat.v4.new_markdown_cell(text or "", metadata=meta(cell.get("metadata"))))
+        else:
+            nb.cells.append(nbformat.v4.new_raw_cell(text or "", metadata=meta(cell.get("metadata"))))
+    return nb
+
+
+def _kit_cells(nb: dict[str, Any], rubric: Rubric) -> list[str] | None:
+    """The cells the kit grades of a notebook (None if it refuses it)."""
+    with tempfile.TemporaryDirectory(prefix="nbgrader-read-") as tmp:
+        path = Path(tmp) / "notebook.ipynb"
+        path.write_text(json.dumps(nb), encoding="utf-8")
+        try:
+            return read_cells(path, rubric.skip_when_unchanged)
+        except UnreadableSubmission:
+            return None
+
+
+def read_submitted(path: Path, rubric: Rubric, log: Any = None) -> tuple[NotebookNode | None, str]:
+    """The submitted notebook and "", or None and the one-line reason it is refused.  The kit's reader decides
+    what is a notebook and what its cells are, for every front end: a file `python -m autograder grade`
+    refuses is refused for the same reason, and one it reads is read here with the same cells, even where
+    nbformat alone would refuse it (a byte-order mark, no format version) or read it otherwise."""
+    try:
+        raw = read_submission(path)
+        graded = cells_from(path, raw, rubric.skip_when_unchanged)
     except UnreadableSubmission as exc:
         return None, str(exc)
-    try:  # within the kit's size bound now; a byte-order mark is only the encoding's signature
-        nb = nbformat.reads(path.read_bytes().decode("utf-8-sig"), as_version=4)
-    except Exception as exc:  # nbformat's refusals are of many types (NotJSONError, KeyError, TypeError, ...)
-        return None, f"{name} cannot be read by nbgrader: {_first_line(exc)}"
-    problem = _structure_problem(nb)
-    if problem:
-        return None, f"{name} cannot be read by nbgrader: {problem}"
+    text = raw.decode("utf-8-sig")  # within the kit's bounds now; the byte-order mark is only a signature
+    data = json.loads(text)
+    if data.get("nbformat") == 4:  # nbformat "converts" what declares no version, losing every source
+        try:
+            nb = nbformat.reads(text, as_version=4)
+            if _structure_problem(nb) is None and _kit_cells(nb, rubric) == graded:
+                return nb, ""
+        except Exception:  # nbformat's refusals are of many types (NotJSONError, KeyError, TypeError, ...)
+            pass
+    nb = rebuilt_notebook(data)
+    if _kit_cells(nb, rubric) != graded:  # not expected: still a reason, never a failed autograde
+        return None, f"{path.name} cannot be read by nbgrader: its cells cannot be rebuilt as a valid notebook"
+    if log is not None:
+        log.info("%s: nbformat does not read it as the grader does; rebuilt as a valid notebook from its cells",
+                 path)
     return nb, ""
 
 
@@ -125,7 +166,7 @@ class SubmissionExporter(NotebookExporter):
         path = Path(filename)
         resources = {} if resources is None else resources
         info = resources["nbgrader"]
-        nb, reason = read_submitted(path, _rubric(self.config, info["assignment"]))
+        nb, reason = read_submitted(path, _rubric(self.config, info["assignment"]), self.log)
         if nb is None:
             self.log.warning("%s not graded: %s", info["student"], reason)
             nb = refused_notebook(reason)
@@ -205,6 +246,11 @@ def _own_cell_reason(cell: NotebookNode, index: int, last: dict[str, int], relea
     return None
 
 
+def _plain(nbgrader: Any) -> bool:
+    """nbgrader metadata that gives its cell no role (what the Create Assignment toolbar leaves on "-")."""
+    return isinstance(nbgrader, dict) and not any(nbgrader.get(k) for k in ("grade", "solution", "locked", "task"))
+
+
 class ReleaseCells(NbGraderPreprocessor):
     """Sanitising, before nbgrader's own steps: the release's cells get the gradebook's metadata, every other
     cell's nbgrader metadata goes (one marked as a test cell is marked not to run when grading)."""
@@ -218,21 +264,23 @@ class ReleaseCells(NbGraderPreprocessor):
         last = last_carriers(nb.cells)
         for index, cell in enumerate(nb.cells):
             if not isinstance(cell.get("metadata"), dict):
-                cell.metadata = {}
+                cell.metadata = nbformat.from_dict({})
             cell.metadata.pop(KIT, None)
             if "nbgrader" not in cell.metadata:
                 continue
             why = _own_cell_reason(cell, index, last, release)
             if why is None:
-                cell.metadata["nbgrader"] = release[grade_id_of(cell)].nbgrader_metadata()
+                cell.metadata["nbgrader"] = nbformat.from_dict(release[grade_id_of(cell)].nbgrader_metadata())
                 continue
             if is_check_cell(cell):
-                cell.metadata[KIT] = {"not_run": f"This cell is marked as an autograded test cell, and {why}. "
-                                                 "Test cells never run when grading (the hidden tests take their "
-                                                 "place), and this one earns no points."}
+                cell.metadata[KIT] = nbformat.from_dict({"not_run": (
+                    f"This cell is marked as an autograded test cell, and {why}. Test cells never run when "
+                    "grading (the hidden tests take their place), and this one earns no points.")})
+            claims = grade_id_of(cell) is not None or not _plain(cell.metadata["nbgrader"])
             del cell.metadata["nbgrader"]
-            self.log.warning("%s: cell %d is the student's own, not the release's (%s): its nbgrader metadata "
-                             "is removed", student, index + 1, why)
+            if claims:  # metadata that claims nothing (every flag off, no grade_id) goes without a word
+                self.log.warning("%s: cell %d is the student's own, not the release's (%s): its nbgrader "
+                                 "metadata is removed", student, index + 1, why)
         return nb, resources
 
 

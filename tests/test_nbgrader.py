@@ -1,22 +1,27 @@
 """The real nbgrader CLI in a temporary course and exchange, graded by the kit's preprocessor, and reusing
-what grade-all graded."""
+what grade-all graded; notebooks nbgrader alone fails or grades otherwise get the score every front end gives."""
 from __future__ import annotations
 
 import base64
+import copy
 import csv
+import html
 import json
 import os
 import re
 import shutil
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
+import nbformat
 import pytest
 
 from autograder.authoring.demo import Course
 from autograder.judging.rubric import load_rubric
 from autograder.authoring.samples import student_notebook, write_notebook
 from autograder.authoring.assignment import Assignment
+from autograder.host.source_cells import CHECK_CELL_STANDIN, UNCHANGED_CELL_STANDIN, read_cells
 from conftest import ASSIGNMENT, UNBIASED_VARIANCE
 from conftest import leaked_hidden_source, run_cli
 
@@ -39,6 +44,10 @@ def graded_course(tmp_path_factory):
     with zipfile.ZipFile(archive, "w") as bundle:  # dave hands in through the LMS instead
         bundle.write(students["bob"], f"dave_1001_2002_{ASSIGNMENT}.ipynb")
     course.zip_collect(archive)
+    for student, notebook in odd_notebooks(root / "odd").items():  # graded in the same autograde run
+        target = course.root / "submitted" / student / ASSIGNMENT
+        target.mkdir(parents=True)
+        shutil.copyfile(notebook, target / f"{ASSIGNMENT}.ipynb")
     grades = course.grade([*students, "dave"])
     return course, students, grades
 
@@ -82,10 +91,13 @@ def check_cell_outputs(course_root: Path, student: str) -> dict[str, list]:
             if c["cell_type"] == "code" and c["metadata"].get("nbgrader", {}).get("grade")}
 
 
-def test_autograde_reuses_grade_all_results_and_writes_what_a_fresh_grade_writes(graded_course, cli_results,
-                                                                                  tmp_path):
-    course, _, fresh_grades = graded_course
-    reuse, broken = tmp_path / "reuse", tmp_path / "broken"
+@pytest.fixture(scope="module")
+def reused_course(graded_course, cli_results, tmp_path_factory) -> SimpleNamespace:
+    """A copy of the graded course (so that the other tests here see the fresh grades) autograded again,
+    reusing grade-all's results."""
+    course, _, _ = graded_course
+    root = tmp_path_factory.mktemp("reuse")
+    reuse, broken = root / "reuse", root / "broken"
     shutil.copytree(cli_results, reuse)
     broken.mkdir()
     (broken / "dave.json").write_text('{"extra_data": ')  # first in line for dave: ignored, the next folder used
@@ -93,20 +105,28 @@ def test_autograde_reuses_grade_all_results_and_writes_what_a_fresh_grade_writes
     planted = json.loads((reuse / "alice.json").read_text())
     planted["extra_data"]["cells_sha256"] = json.loads((reuse / "carol.json").read_text())["extra_data"]["cells_sha256"]
     (reuse / "carol.json").write_text(json.dumps(planted))
-    copy = Course(tmp_path / "course", ASSIGNMENT)  # a copy, so that the other tests here see the fresh grades
-    shutil.copytree(course.root, copy.root, symlinks=True)
-    copy.env["AUTOGRADER_REUSE_RESULTS"] = os.pathsep.join([str(broken), str(reuse)])
+    again = Course(root / "course", ASSIGNMENT)
+    shutil.copytree(course.root, again.root, symlinks=True)
+    again.env["AUTOGRADER_REUSE_RESULTS"] = os.pathsep.join([str(broken), str(reuse)])
+    log = again.nbgrader("autograde", ASSIGNMENT, "--force")
+    again.nbgrader("export", "--to", str(root / "grades.csv"))
+    return SimpleNamespace(course=again, log=log, broken=broken, scores=scores(root / "grades.csv"))
 
-    log = copy.nbgrader("autograde", ASSIGNMENT, "--force")
+
+GRADED_AGAIN = re.compile(r"\] [\w.-]+ graded: ")  # SandboxedGrading's line for a notebook it graded
+
+
+def test_autograde_reuses_grade_all_results_and_writes_what_a_fresh_grade_writes(graded_course, reused_course):
+    course, _, fresh_grades = graded_course
+    log = reused_course.log
     for student in ("alice", "bob", "carol", "dave"):
         assert f"{student} reused: " in log, log[-3000:]
-    assert " graded: " not in log  # nothing graded again
-    assert f"dave: ignored {broken / 'dave.json'}" in log
-    copy.nbgrader("export", "--to", str(tmp_path / "grades.csv"))
+    assert not GRADED_AGAIN.search(log)  # nothing graded again
+    assert f"dave: ignored {reused_course.broken / 'dave.json'}" in log
     fresh = scores(fresh_grades)
-    assert fresh["carol"] == 0 and scores(tmp_path / "grades.csv") == {**fresh, "carol": 100}
+    assert fresh["carol"] == 0 and reused_course.scores == {**fresh, "carol": 100}
     for student in ("alice", "bob", "dave"):
-        assert check_cell_outputs(copy.root, student) == check_cell_outputs(course.root, student)
+        assert check_cell_outputs(reused_course.course.root, student) == check_cell_outputs(course.root, student)
 
 
 def test_feedback_explains_failures_without_hidden_source(graded_course):
@@ -159,3 +179,130 @@ def test_test_cells_carry_nbgraders_partial_credit(graded_course):
     assert len(checks) == 5 and grade_ids == sorted(p.name for p in load_rubric(ASSIGNMENT).parts), grade_ids
     for grade_id, outputs in checks:
         assert outputs and outputs[0]["output_type"] == "error", (grade_id, outputs)
+
+
+# --- notebooks nbgrader 0.9 alone fails or grades otherwise: one score on every front end ---------------------
+
+ODD = ("odd-pasted", "odd-marked", "odd-bom", "odd-locked", "odd-deleted", "odd-bare", "odd-broken")
+NOT_JSON = f"{ASSIGNMENT}.ipynb is not valid JSON (line 1): not a notebook"
+
+
+def _grade_id(cell: dict) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def _at(notebook: dict, grade_id: str) -> int:
+    return [_grade_id(c) for c in notebook["cells"]].index(grade_id)
+
+
+def odd_notebooks(folder: Path) -> dict[str, Path]:
+    """What students hand in that nbgrader 0.9 with add_missing_cells failed (0) or graded otherwise than
+    `grade` (the locked cell), and two more: a test cell deleted, a file that is not JSON."""
+    folder.mkdir(parents=True)
+    solved = student_notebook(ASSIGNMENT)
+    pasted = copy.deepcopy(solved)  # pasted twice in JupyterLab (new cell id, same metadata); the last one counts
+    first = _at(pasted, "layer_norm_function")
+    pasted["cells"].insert(first + 1, {**copy.deepcopy(pasted["cells"][first]), "id": "pasted-copy"})
+    buggy = "".join(pasted["cells"][first]["source"]).replace(*UNBIASED_VARIANCE)
+    assert buggy != "".join(pasted["cells"][first]["source"])
+    pasted["cells"][first]["source"] = buggy
+    marked = copy.deepcopy(solved)  # marked "Autograded tests" with the Create Assignment toolbar
+    marked["cells"].insert(_at(marked, "layer_norm_module") + 1, nbformat.v4.new_code_cell(
+        "LayerNorm = None  # would cost every check of LayerNorm, were this cell run\n", metadata={"nbgrader": {
+            "grade": True, "grade_id": "cell-5f3a9c0e2b1d4c6a", "locked": True, "points": 0, "schema_version": 3,
+            "solution": False, "task": False}}))
+    locked = copy.deepcopy(solved)  # the work in the locked plot cell, the solution cell as released
+    release = student_notebook(ASSIGNMENT, solved=False)
+    function, plot = (locked["cells"][_at(locked, name)] for name in ("input_grad_norm_function", "gradient_plot"))
+    plot["source"] = "".join(function["source"]) + "\n\n" + "".join(plot["source"])
+    function["source"] = release["cells"][_at(release, "input_grad_norm_function")]["source"]
+    deleted = student_notebook(ASSIGNMENT, [UNBIASED_VARIANCE])  # bob's mistake, and the part's test cell deleted
+    del deleted["cells"][_at(deleted, "layer_norm")]
+    bare = {"cells": solved["cells"]}  # no format version: nbformat alone would read every source as empty
+    paths = {student: folder / f"{student}.ipynb" for student in ODD}
+    for student, notebook in [("odd-pasted", pasted), ("odd-marked", marked), ("odd-locked", locked),
+                              ("odd-deleted", deleted), ("odd-bare", bare)]:
+        write_notebook(notebook, paths[student])
+    paths["odd-bom"].write_bytes(b"\xef\xbb\xbf" + (json.dumps(solved, indent=1) + "\n").encode("utf-8"))
+    paths["odd-broken"].write_text(json.dumps(solved)[:4000], encoding="utf-8")
+    return paths
+
+
+def autograded(course: Course, student: str) -> dict:
+    return json.loads((course.root / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
+
+
+def test_odd_notebooks_score_the_same_fresh_reusing_and_through_grade_all(graded_course, cli_results,
+                                                                          reused_course):
+    _, _, grades = graded_course
+    fresh, batch = scores(grades), scores(cli_results / "grades.csv", "student")
+    assert 0 < fresh["bob"] < 100  # the same mistake, with its test cell in place
+    expected = {"odd-pasted": 100, "odd-marked": 100, "odd-bom": 100, "odd-locked": 90, "odd-deleted": fresh["bob"],
+                "odd-bare": 100, "odd-broken": 0}
+    assert set(expected) == set(ODD)
+    for student, score in expected.items():
+        got = (fresh[student], reused_course.scores[student], batch[student])
+        assert got == pytest.approx((score,) * 3, abs=1e-3), student
+
+
+def test_every_odd_notebook_nbgrader_reads_is_reused_and_the_rest_are_refused_with_the_reason(graded_course,
+                                                                                              reused_course):
+    course, _, _ = graded_course
+    log = reused_course.log
+    for student in ODD[:-1]:  # grade-all graded the very cells nbgrader grades
+        assert f"{student} reused: " in log, (student, log[-3000:])
+    assert f"odd-broken not graded: {NOT_JSON}" in log and f"odd-broken not graded: {NOT_JSON}" in course.autograde_log
+    assert "Traceback" not in log + course.autograde_log
+    assert ("odd-pasted: cell 5 is the student's own, not the release's (it is a copy of cell layer_norm_function"
+            in course.autograde_log)
+
+
+def test_nbgrader_keeps_the_last_copy_restores_locked_cells_and_adds_deleted_test_cells_back(graded_course):
+    course, _, _ = graded_course
+    pasted = [c for c in autograded(course, "odd-pasted")["cells"] if "def layer_norm(" in "".join(c["source"])]
+    assert [_grade_id(c) for c in pasted] == [None, "layer_norm_function"]  # the earlier copy is the student's own
+    marked = autograded(course, "odd-marked")
+    extra = next(c for c in marked["cells"] if "LayerNorm = None" in "".join(c["source"]))
+    assert "nbgrader" not in extra["metadata"] and "autograder" not in extra["metadata"]
+    assert "earns no points" in "".join(extra["outputs"][0]["text"])
+    release, locked = student_notebook(ASSIGNMENT, solved=False), autograded(course, "odd-locked")
+    plot = locked["cells"][_at(locked, "gradient_plot")]
+    assert "".join(plot["source"]) == "".join(release["cells"][_at(release, "gradient_plot")]["source"])
+    deleted, bob = autograded(course, "odd-deleted"), autograded(course, "bob")
+    added = deleted["cells"][_at(deleted, "layer_norm")]
+    assert "".join(added["source"]).startswith("# This cell (id:layer_norm) was missing from the submission.")
+    assert _at(deleted, "layer_norm") == _at(deleted, "layer_norm_module") + 1
+    assert added["outputs"][0] == bob["cells"][_at(bob, "layer_norm")]["outputs"][0]  # bob's partial credit
+
+
+def test_a_notebook_nothing_can_read_scores_0_with_the_reason_in_each_test_cell_and_the_feedback(graded_course):
+    course, _, _ = graded_course
+    checks = [c for c in autograded(course, "odd-broken")["cells"] if c["metadata"].get("nbgrader", {}).get("grade")]
+    assert sorted(_grade_id(c) for c in checks) == sorted(p.name for p in load_rubric(ASSIGNMENT).parts)
+    for cell in checks:
+        error = cell["outputs"][0]
+        assert error["output_type"] == "error" and error["ename"] == "NotGraded", cell
+        assert NOT_JSON in "\n".join(error["traceback"])
+    feedback = course.root / "feedback" / "odd-broken" / ASSIGNMENT / f"{ASSIGNMENT}.html"
+    assert NOT_JSON in html.unescape(feedback.read_text())
+
+
+def test_the_cell_rules_of_grade_are_nbgraders_locked_cells_copies_and_test_marks(tmp_path):
+    """`grade` reads the cells nbgrader would leave: the last cell carrying a grade_id is that cell, a locked
+    plot cell is the release's whatever was written in it or its type, and a cell marked as a test cell is
+    never run, whatever its type or grade_id."""
+    skippable = load_rubric(ASSIGNMENT).skip_when_unchanged
+    notebook = student_notebook(ASSIGNMENT)
+    plot = notebook["cells"][_at(notebook, "heads_plot")]
+    earlier = {**copy.deepcopy(plot), "source": "EARLIER = 1\n"}  # a copy pasted above, then edited
+    plot.update(cell_type="markdown", source="my notes")  # the locked plot itself, edited and made markdown
+    del plot["outputs"], plot["execution_count"]
+    marked = nbformat.v4.new_markdown_cell("MARKED = 1", metadata={"nbgrader": {"grade": True, "grade_id": "x"}})
+    notebook["cells"][_at(notebook, "heads_plot"):_at(notebook, "heads_plot")] = [earlier]
+    notebook["cells"].append(marked)
+    path = write_notebook(notebook, tmp_path / "n.ipynb")
+    cells = read_cells(path, skippable)
+    code = [c for c in notebook["cells"] if c["cell_type"] == "code" or c is plot or c is marked]
+    assert cells[code.index(earlier)] == "EARLIER = 1\n"
+    assert cells[code.index(plot)] == UNCHANGED_CELL_STANDIN
+    assert cells[code.index(marked)] == CHECK_CELL_STANDIN and len(cells) == len(code)

@@ -188,8 +188,9 @@ def read_cells(path: Path, unchanged_may_skip: Mapping[str, str] | None = None, 
                ) -> list[str]:
     """The code cells the child runs, of the submission at `path` inside the folder `within` (read as
     autograder.host.intake reads every submission).  `unchanged_may_skip` maps grade_ids to the release's
-    source of cells that grading does not need (`Rubric.skip_when_unchanged`); a notebook cell with that
-    grade_id and exactly that source becomes a stand-in.  A .py file has no grade_ids, so every cell of it runs."""
+    source of locked cells that grading does not need (`Rubric.skip_when_unchanged`); the last notebook cell
+    carrying one of them is that cell, whatever its source, and becomes a stand-in.  A .py file has no
+    grade_ids, so every cell of it runs."""
     return cells_from(path, read_submission(path, within), unchanged_may_skip)
 
 
