@@ -122,13 +122,15 @@ def _kit_cells(nb: dict[str, Any], rubric: Rubric) -> list[str] | None:
             return None
 
 
-def read_submitted(path: Path, rubric: Rubric, log: Any = None) -> tuple[NotebookNode | None, str]:
+def read_submitted(path: Path, rubric: Rubric, log: Any = None, within: Path | None = None
+                   ) -> tuple[NotebookNode | None, str]:
     """The submitted notebook and "", or None and the one-line reason it is refused.  The kit's reader decides
     what is a notebook and what its cells are, for every front end: a file `python -m autograder grade`
-    refuses is refused for the same reason, and one it reads is read here with the same cells, even where
-    nbformat alone would refuse it (a byte-order mark, no format version) or read it otherwise."""
+    refuses is refused for the same reason (a link anywhere below `within`, the submitted folder, included),
+    and one it reads is read here with the same cells, even where nbformat alone would refuse it (a byte-order
+    mark, no format version) or read it otherwise."""
     try:
-        raw = read_submission(path)
+        raw = read_submission(path, within)
         graded = cells_from(path, raw, rubric.skip_when_unchanged)
     except UnreadableSubmission as exc:
         return None, str(exc)
@@ -166,7 +168,11 @@ class SubmissionExporter(NotebookExporter):
         path = Path(filename)
         resources = {} if resources is None else resources
         info = resources["nbgrader"]
-        nb, reason = read_submitted(path, _rubric(self.config, info["assignment"]), self.log)
+        # nbgrader found it as submitted/<student>/<assignment>/<notebook>.ipynb, following links: read from the
+        # submitted folder down, so that a student's folder or assignment folder linked elsewhere is refused
+        nested = path.parent.name == info["assignment"] and path.parent.parent.name == info["student"]
+        within = path.parents[2] if nested and len(path.parents) > 2 else path.parent
+        nb, reason = read_submitted(path, _rubric(self.config, info["assignment"]), self.log, within)
         if nb is None:
             self.log.warning("%s not graded: %s", info["student"], reason)
             nb = refused_notebook(reason)

@@ -222,9 +222,15 @@ def write_not_regular_entries(root: Path) -> tuple[Path, Path]:
     os.mknod(flat / "zero.ipynb", stat.S_IFCHR | 0o600, os.makedev(1, 5))  # /dev/zero; the tests run as root
     (flat / "folder.ipynb").mkdir()
     write_notebook(solved, flat / "growing.ipynb")
-    submitted = course / "submitted"
+    write_notebook(solved, course / "submitted" / "alice" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+    write_not_regular_nested(course / "submitted")
+    return flat, course
+
+
+def write_not_regular_nested(submitted: Path) -> None:
+    """NOT_REGULAR_NESTED's entries in nbgrader's submitted/ folder, which holds alice's notebook and sits
+    beside the course's source/ folder."""
     folder = lambda student: submitted / student / ASSIGNMENT  # noqa: E731
-    write_notebook(solved, folder("alice") / f"{ASSIGNMENT}.ipynb")
     (submitted / "eve").symlink_to(submitted / "alice")
     (submitted / "gil").mkdir()
     folder("gil").symlink_to(folder("alice"))
@@ -234,7 +240,6 @@ def write_not_regular_entries(root: Path) -> tuple[Path, Path]:
     (folder("trudy") / f"{ASSIGNMENT}.ipynb").symlink_to(f"../../../source/{ASSIGNMENT}/{ASSIGNMENT}.ipynb")
     folder("fifo").mkdir(parents=True)
     os.mkfifo(folder("fifo") / f"{ASSIGNMENT}.ipynb")
-    return flat, course
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,7 +23,7 @@ from autograder.judging.rubric import load_rubric
 from autograder.authoring.samples import student_notebook, write_notebook
 from autograder.authoring.assignment import Assignment
 from autograder.host.source_cells import CHECK_CELL_STANDIN, UNCHANGED_CELL_STANDIN, read_cells
-from conftest import ASSIGNMENT, UNBIASED_VARIANCE
+from conftest import ASSIGNMENT, NOT_REGULAR_NESTED, UNBIASED_VARIANCE, write_not_regular_nested
 from conftest import leaked_hidden_source, run_cli
 
 
@@ -48,6 +49,8 @@ def graded_course(tmp_path_factory):
         target = course.root / "submitted" / student / ASSIGNMENT
         target.mkdir(parents=True)
         shutil.copyfile(notebook, target / f"{ASSIGNMENT}.ipynb")
+    course.nbgrader("collect", ASSIGNMENT)  # alice's notebook, which the links below lead to
+    write_not_regular_nested(course.root / "submitted")  # links and a FIFO where notebooks should be
     grades = course.grade([*students, "dave"])
     return course, students, grades
 
@@ -91,6 +94,13 @@ def check_cell_outputs(course_root: Path, student: str) -> dict[str, list]:
             if c["cell_type"] == "code" and c["metadata"].get("nbgrader", {}).get("grade")}
 
 
+def _copy_keeping_fifos(source: str, target: str) -> None:
+    if stat.S_ISFIFO(os.lstat(source).st_mode):
+        os.mkfifo(target)
+    else:
+        shutil.copy2(source, target)
+
+
 @pytest.fixture(scope="module")
 def reused_course(graded_course, cli_results, tmp_path_factory) -> SimpleNamespace:
     """A copy of the graded course (so that the other tests here see the fresh grades) autograded again,
@@ -106,7 +116,7 @@ def reused_course(graded_course, cli_results, tmp_path_factory) -> SimpleNamespa
     planted["extra_data"]["cells_sha256"] = json.loads((reuse / "carol.json").read_text())["extra_data"]["cells_sha256"]
     (reuse / "carol.json").write_text(json.dumps(planted))
     again = Course(root / "course", ASSIGNMENT)
-    shutil.copytree(course.root, again.root, symlinks=True)
+    shutil.copytree(course.root, again.root, symlinks=True, copy_function=_copy_keeping_fifos)
     again.env["AUTOGRADER_REUSE_RESULTS"] = os.pathsep.join([str(broken), str(reuse)])
     log = again.nbgrader("autograde", ASSIGNMENT, "--force")
     again.nbgrader("export", "--to", str(root / "grades.csv"))
@@ -255,6 +265,21 @@ def test_every_odd_notebook_nbgrader_reads_is_reused_and_the_rest_are_refused_wi
     assert "Traceback" not in log + course.autograde_log
     assert ("odd-pasted: cell 5 is the student's own, not the release's (it is a copy of cell layer_norm_function"
             in course.autograde_log)
+
+
+def test_a_link_or_a_fifo_where_a_notebook_should_be_scores_0_with_its_reason_as_in_grade_all(graded_course,
+                                                                                              cli_results):
+    """nbgrader finds submissions following links; the kit's reader refuses them from the submitted folder
+    down (a linked student folder, a linked assignment folder, a notebook linked to a classmate's or to the
+    instructor's source, which is three folders up), and never opens a FIFO: autograde carries on."""
+    course, _, grades = graded_course
+    fresh, batch = scores(grades), scores(cli_results / "grades.csv", "student")
+    assert fresh["alice"] == batch["alice"] == 100
+    for student, says in NOT_REGULAR_NESTED.items():
+        assert fresh[student] == batch[student] == 0, student
+        assert f"{student} not graded: {says}" in course.autograde_log, (student, course.autograde_log[-3000:])
+        feedback = (course.root / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+        assert says in html.unescape(feedback), student
 
 
 def test_nbgrader_keeps_the_last_copy_restores_locked_cells_and_adds_deleted_test_cells_back(graded_course):

@@ -213,14 +213,15 @@ def test_unchanged_plot_cells_are_stand_ins_and_keep_their_numbers(tmp_path):
     assert len(changed) == 2
 
 
-def test_a_plot_cell_changed_by_one_character_runs(tmp_path):
+def test_an_edited_locked_plot_cell_is_still_the_release_s(tmp_path):
+    """Locked cells are the instructor's on every front end, as nbgrader restores them: an edit is not graded."""
     notebook = _release_class_notebook()
     cell = _cell_with(notebook, "heads_plot")
     cell["source"] = _text(cell).replace("demo_heads, demo_len = 4, 8", "demo_heads, demo_len = 4, 9")
     cell["metadata"]["nbgrader"]["checksum"] = "anything"  # the checksum is the student's bytes: never read
     graded, everything = _read_graded(tmp_path, notebook)
     index = _code_index(notebook, "heads_plot")
-    assert "demo_len = 4, 9" in graded[index] and graded[index] == everything[index]
+    assert "demo_len = 4, 9" in everything[index] and graded[index] == source_cells.UNCHANGED_CELL_STANDIN
     assert graded[_code_index(notebook, "gradient_plot")] == source_cells.UNCHANGED_CELL_STANDIN
 
 
@@ -256,9 +257,9 @@ def test_a_python_file_has_no_cells_to_skip(tmp_path):
     assert all("matplotlib" in cell for cell in read_cells(path, skippable))
 
 
-def test_a_changed_plot_cell_that_defines_a_name_used_later_is_graded_with_it(tmp_path):
-    """End to end through the real grader: the student's own version of a plot cell runs, so code after it
-    that needs what it defines still works."""
+def test_a_name_defined_only_in_an_edited_locked_cell_is_not_defined_when_graded(tmp_path):
+    """End to end through the real grader: the student's edit of a locked plot cell is not run (nbgrader would
+    restore the cell), so code after it that needs what the edit defined fails, in its own part only."""
     from autograder.grading import grade_file
     from autograder.judging.rubric import load_rubric
     from autograder.host.limits import Limits
@@ -272,5 +273,8 @@ def test_a_changed_plot_cell_that_defines_a_name_used_later_is_graded_with_it(tm
     path = tmp_path / "s.ipynb"
     path.write_text(json.dumps(notebook, indent=1))
     result = grade_file(path, load_rubric("transformer_block"), Limits())
-    assert not result.load.cell_errors, result.printed
-    assert result.score == result.max_score == 100
+    scores = {p.part.name: (p.score, p.part.points) for p in result.parts}
+    assert scores.pop("transformer_block")[0] == 0
+    assert all(abs(score - points) < 1e-9 for score, points in scores.values()), scores
+    messages = [t.message for p in result.parts if p.part.name == "transformer_block" for t in p.tests]
+    assert any("FEED_FORWARD_ACTIVATION" in m for m in messages), messages[:3]

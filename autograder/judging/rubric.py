@@ -6,9 +6,10 @@ torch's own implementation of a graded operation scores 0.  A part's structural 
 rubric: checks a constructor alone can pass) earn their points only when at least one of the part's behaviour
 checks (all its other checks) passed.
 
-`skip_when_unchanged` lists the grade_ids of instructor cells that grading does not need (plots): while a
-submission's cell is exactly the release's, it is not run (autograder/host/source_cells.py).  Each must be a
-locked code cell of the release notebook, which is what the submission is compared with.
+`skip_when_unchanged` lists the grade_ids of locked instructor cells that grading does not need (plots).  A
+locked cell is the instructor's on every front end (nbgrader restores one a student edited), so a
+submission's cell carrying one of these grade_ids is never run, edited or not (autograder/host/source_cells.py;
+the name is older than that rule).  Each must be a locked code cell of the release notebook.
 
 `preload` names modules the zygote imports before it forks a child for this assignment: those the solution
 reaches lazily and slowly (Adam's constructor imports torch._dynamo, 2 s), paid once per grading process
@@ -72,7 +73,7 @@ class Rubric:
     folder: Path
     parts: tuple[Part, ...]
     fine: tuple[str, ...] = ()  # torch functions students may use anywhere (the notebook's policy table)
-    # grade_id -> the release's source of each cell in `skip_when_unchanged`: not run while unchanged
+    # grade_id -> the release's source of each cell in `skip_when_unchanged`: locked, never run
     skip_when_unchanged: Mapping[str, str] = field(default_factory=dict)
     preload: tuple[str, ...] = ()  # modules the zygote imports for this assignment's children
 
