@@ -243,7 +243,7 @@ def test_a_stopped_grading_reaches_the_client_as_an_ordinary_exception(tmp_path,
     from autograder.judging.rubric import load_rubric
     from autograder.host.limits import Limits
 
-    def interrupted(path, rubric, limits):
+    def interrupted(path, rubric, limits, **how):
         raise JudgingInterrupted("judging stopped while judging attention")
 
     monkeypatch.setattr(batch, "grade_report", interrupted)

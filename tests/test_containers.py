@@ -373,9 +373,10 @@ def test_attack_is_contained(runs, env, attack):
         assert step["peak_processes"] <= baseline + PROCESSES + 8, (step["peak_processes"], baseline)
     if attack == "memory":
         # the grader's watchdog stopped it: without a cgroup, the bound is a sample of all its processes every
-        # 50 ms, so six processes allocating at once overshoot it by what they get in one interval
+        # 50 ms, so six processes allocating at once overshoot it by what they get in one interval.  The hogs are
+        # forked copies of the child (no other program runs), whose summed resident sizes count the pages they
+        # share with it once each: the machine's anonymous memory is the measure
         assert any(f"exceeded {MEMORY_MB} MB" in n for n in result["extra_data"]["notices"]), result["extra_data"]
-        assert step["peak_token_rss_kb"] <= 2 * MEMORY_MB * 1024, step["peak_token_rss_kb"]
         baseline = runs[env]["steps"]["reference"]["peak_anon_bytes"]
         assert step["peak_anon_bytes"] <= baseline + (2 * MEMORY_MB << 20), (step["peak_anon_bytes"] >> 20,
                                                                               baseline >> 20)
