@@ -111,8 +111,6 @@ def _connect(address: str) -> Any:
         raise ClusterUnusable(f"no Dask scheduler reachable at {address} ({detail})") from None
 
 
-
-
 def _read(entry: Entry) -> bytes | str:
     try:
         return read_submission(entry.path, entry.root)

@@ -211,7 +211,7 @@ def facts() -> dict:
 # --- watching the container ---------------------------------------------------------------------------------
 
 def processes() -> list[dict]:
-    """Every live process but this one: pid, ppid, uid, state, command line and working folder."""
+    """Every live process but this one: pid, ppid, uid, state and command line."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
@@ -226,15 +226,11 @@ def processes() -> list[dict]:
                 cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except (OSError, ValueError):
             continue  # it ended meanwhile
-        try:
-            cwd = os.readlink(f"/proc/{name}/cwd")
-        except OSError:
-            cwd = ""
         if fields[0] == "Z":
             continue
         found.append({"pid": int(name), "ppid": int(fields[1]), "state": fields[0],
                       "uid": int(status["Uid"].split()[0]), "rss_kb": int(status.get("VmRSS", "0 kB").split()[0]),
-                      "comm": stat[stat.index("(") + 1:stat.rindex(")")], "cmdline": cmdline[:300], "cwd": cwd[:300]})
+                      "comm": stat[stat.index("(") + 1:stat.rindex(")")], "cmdline": cmdline[:300]})
     return found
 
 
@@ -253,21 +249,18 @@ def anonymous_memory() -> int | None:
 
 
 class Sampler(threading.Thread):
-    """Peaks while a step runs: live processes, anonymous memory, and the resident memory of the processes
-    whose command line or working folder holds `token`."""
+    """Peaks while a step runs: live processes and anonymous memory."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self) -> None:
         super().__init__(daemon=True)
-        self.token, self.done = token, threading.Event()
-        self.peak_processes = self.peak_anon = self.peak_token_rss_kb = 0
+        self.done = threading.Event()
+        self.peak_processes = self.peak_anon = 0
         self.samples = 0
 
     def run(self) -> None:
         while not self.done.is_set():
             listed = processes()
             self.peak_processes = max(self.peak_processes, len(listed))
-            self.peak_token_rss_kb = max(self.peak_token_rss_kb,
-                                         sum(p["rss_kb"] for p in listed if self.token and self.token in p["cmdline"] + p["cwd"]))
             self.peak_anon = max(self.peak_anon, anonymous_memory() or 0)
             self.samples += 1
             self.done.wait(0.2)
@@ -288,12 +281,12 @@ def read_files(patterns: list[str]) -> dict:
     return found
 
 
-def run_step(step: dict, token: str) -> dict:
+def run_step(step: dict) -> dict:
     for source, target in step.get("copy", []):
         os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
         shutil.copyfile(source, target)
         os.chmod(target, 0o644)
-    sampler = Sampler(token)
+    sampler = Sampler()
     sampler.start()
     started = time.monotonic()
     try:
@@ -308,7 +301,7 @@ def run_step(step: dict, token: str) -> dict:
     return {"returncode": returncode, "seconds": round(seconds, 2), "stdout": stdout[-6000:],
             "stderr": stderr[-6000:], "files": read_files(step.get("results", [])),
             "peak_processes": sampler.peak_processes, "peak_anon_bytes": sampler.peak_anon,
-            "peak_token_rss_kb": sampler.peak_token_rss_kb, "samples": sampler.samples}
+            "samples": sampler.samples}
 
 
 def reap() -> None:
@@ -330,7 +323,7 @@ def main(plan_path: str) -> None:
         report["probes"] = {name: in_child(probe) for name, probe in PROBES.items()}
     report["processes_before"] = processes()
     for step in plan.get("steps", []):
-        report["steps"][step["name"]] = run_step(step, plan.get("token", ""))
+        report["steps"][step["name"]] = run_step(step)
     time.sleep(plan.get("settle", 0))
     reap()
     report["processes_after"] = processes()

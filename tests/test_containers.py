@@ -46,7 +46,6 @@ OUT = "/tmp/out"
 HOSTILE_OUT = f"{OUT}/hostile"
 HOSTILE_DIR = Path(__file__).parent / "hostile_container"
 ATTACKS = sorted(p.stem for p in HOSTILE_DIR.glob("*.py"))
-TOKEN = "autograder-container-hog"
 MEMORY_MB = 1536
 PROCESSES = 64  # the kit's default --processes
 HOSTILE_LIMITS = ["--timeout", "90", "--cell-timeout", "10", "--request-timeout", "10",
@@ -100,7 +99,7 @@ def write_class(folder: Path) -> dict[str, bytes]:
     write_notebook(student_notebook(ASSIGNMENT, [UNBIASED_VARIANCE]), folder / "one_bug.ipynb")
     hostile = {"stub": student_notebook(ASSIGNMENT, solved=False)}
     for attack in ATTACKS:
-        cell = (HOSTILE_DIR / f"{attack}.py").read_text().replace("__OUT__", HOSTILE_OUT).replace("__TOKEN__", TOKEN)
+        cell = (HOSTILE_DIR / f"{attack}.py").read_text().replace("__OUT__", HOSTILE_OUT)
         notebook = student_notebook(ASSIGNMENT, solved=False)
         notebook["cells"].append(code_cell(cell))
         hostile[attack] = notebook
@@ -158,7 +157,7 @@ def plan(env: tuple[str, str]) -> dict:
     if env == GRADESCOPE_ENV:
         steps += [gradescope("gradescope_one_bug"), gradescope("gradescope_hostile")]
         collect.append(f"{GRADESCOPE}/results/*")
-    return {"probe": True, "token": TOKEN, "settle": SETTLE, "collect": collect, "steps": steps}
+    return {"probe": True, "settle": SETTLE, "collect": collect, "steps": steps}
 
 
 class Runs(dict):
