@@ -139,7 +139,8 @@ def record(out_dir: Path, entry: Entry, result_json: dict) -> None:
 
 
 def result_line(entry: Entry, result: GradeResult) -> str:
-    return f"{entry.student}: {result.score:g} / {result.max_score:g} ({result.seconds:.1f} s)"
+    review = "".join(f"; to review: {r.share:.0%} of {r.function}" for r in result.resembles)
+    return f"{entry.student}: {result.score:g} / {result.max_score:g} ({result.seconds:.1f} s){review}"
 
 
 def _grade_and_record(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limits) -> str:

@@ -13,6 +13,7 @@ from autograder.judging.fingerprint import cells_sha256
 from autograder.result import GradeResult, as_text
 from autograder.interrupts import JudgingInterrupted, interruption
 from autograder.judging.judge import run_suite
+from autograder.judging.resemblance import resemblances
 from autograder.host.remote import RemoteSubmission
 from autograder.judging.rubric import Rubric, score
 from autograder.host.limits import Limits
@@ -94,5 +95,6 @@ def _grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool, with
                                                rubric.part_names))
         submission.report.notices.append(submission.exceeded)
     result.load = submission.report
+    result.resembles = resemblances(cells, rubric.torch_implementations)  # the source, not what ran
     result.seconds = time.monotonic() - started
     return result

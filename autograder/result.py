@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from autograder.judging.resemblance import Resemblance
 from autograder.judging.rubric import PartScore
 
 
@@ -20,7 +21,6 @@ class LoadReport:
         self.isolation = ""  # which tier of the sandbox graded it (autograder.child.isolation.TIER_NAMES)
 
 
-
 @dataclass
 class GradeResult:
     submission: str
@@ -32,6 +32,7 @@ class GradeResult:
     unreadable: str = ""
     cells_sha256: str = ""  # what was graded (autograder.judging.fingerprint.cells_sha256); "" when nothing could be read
     printed: str = ""
+    resembles: list[Resemblance] = field(default_factory=list)  # torch's own code the source holds, for review
     seconds: float = 0.0
 
     @property

@@ -17,24 +17,30 @@ from autograder.authoring.catalogue import Entry, load
 from autograder.host.limits import Limits
 from autograder.host.remote import RemoteSubmission
 from conftest import full_marks, part_scores, run_cli
-from torch_routes import ASSIGNMENT, BORDERLINE, LEGITIMATE, ROUTES, submission
+from torch_routes import ASSIGNMENT, BORDERLINE, COPIED, LEGITIMATE, ROUTES, submission
 
 REFUSED = "is off-limits in this assignment"
 CELLS = sorted({cell for _, cell, _, _ in ROUTES.values()})
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> dict[str, dict]:
+def class_run(tmp_path_factory) -> tuple[dict[str, dict], str]:
+    """Each submission's results.json, and what grade-all printed."""
     folder, out = tmp_path_factory.mktemp("routes"), tmp_path_factory.mktemp("routes-out")
     catalogue = load(ASSIGNMENT)
-    for name in [*ROUTES, *BORDERLINE, *(variant for variant, *_ in LEGITIMATE)]:
+    for name in [*ROUTES, *BORDERLINE, *COPIED, *(variant for variant, *_ in LEGITIMATE)]:
         (folder / f"{name}.py").write_text(submission(name))
     for cell in CELLS:  # what the part earns when the route's cell defines nothing at all
         raises = Entry(f"raises-{cell}", "the cell raises", replace={cell: "raise RuntimeError('nothing here')"})
         (folder / f"raises-{cell}.py").write_text(catalogue.python_source(raises))
     done = run_cli("grade-all", folder, "-o", out, "--jobs", "2", "--assignment", ASSIGNMENT, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
-    return {path.stem: json.loads(path.read_text()) for path in out.glob("*.json")}
+    return {path.stem: json.loads(path.read_text()) for path in out.glob("*.json")}, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def graded(class_run) -> dict[str, dict]:
+    return class_run[0]
 
 
 @pytest.mark.parametrize("name", sorted(ROUTES))
@@ -50,12 +56,25 @@ def test_a_route_to_torchs_own_implementation_earns_nothing_in_its_part(graded, 
 @pytest.mark.parametrize("name", sorted(BORDERLINE))
 def test_a_general_purpose_operation_is_not_refused(graded, name):
     assert REFUSED not in json.dumps(graded[name]), graded[name]["output"]
+    assert graded[name]["extra_data"]["resembles"] == []
 
 
 @pytest.mark.parametrize("name", [variant for variant, *_ in LEGITIMATE])
 def test_honest_code_keeps_every_point(graded, name):
     result = graded[name]
     assert part_scores(result) == full_marks(result), result["output"]
+    assert result["extra_data"]["resembles"] == [], result["output"]
+
+
+@pytest.mark.parametrize("name", sorted(COPIED))
+def test_torchs_source_pasted_into_a_cell_is_flagged_for_review(class_run, name):
+    """A copy no longer torch's code object runs and keeps what its numbers earn: the honest answer is the
+    flag, on the result and in what the student and the instructor read, never a silent full mark."""
+    result, log = class_run[0][name], class_run[1]
+    (function, share), = result["extra_data"]["resembles"]
+    assert function.startswith("torch.") and share >= 0.8
+    assert f"To review: {share:.0%} of {function}, torch's own implementation" in result["output"]
+    assert f"{name}: " in log and f"; to review: {share:.0%} of {function}" in log
 
 
 PROBES = '''

@@ -22,8 +22,16 @@ BORDERLINE: the same shape; a general-purpose operation that computes part of th
             is an L2 normalisation): allowed, it earns what its numbers earn
 LEGITIMATE: list of (name, part it exercises, solution cell it replaces, replacement source, why it is honest);
             each must keep every point.
+COPIED:     the same shape as ROUTES; torch's source of a graded operation pasted into the cell as a student
+            would paste it (docstring and comments gone, laid out anew, renamed): no longer torch's code object,
+            so it may run, and the result flags it for review (autograder/judging/resemblance.py).  Built from
+            the installed torch when the tests run, so that none of torch's text is kept here.
 """
 from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
 
 ASSIGNMENT = "transformer_block"
 
@@ -762,12 +770,91 @@ LEGITIMATE: list[tuple[str, str, str, str, str]] = [
 ]
 
 
+class _Renamed(ast.NodeTransformer):
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        node.id = self.names.get(node.id, node.id)
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.arg:
+        node.arg = self.names.get(node.arg, node.arg)
+        return node
+
+
+def pasted(function, names: dict[str, str]) -> str:
+    """torch's source of `function` as a student pastes it: its docstring and comments dropped, laid out anew
+    (ast.unparse), the function and the `names` renamed (recursive references included)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    definition = tree.body[0]
+    if ast.get_docstring(definition):
+        definition.body = definition.body[1:]
+    definition.name = names.get(definition.name, definition.name)
+    return ast.unparse(_Renamed(names).visit(tree)) + "\n"
+
+
+def _copied_mha() -> str:
+    import torch.nn.functional as F
+
+    own = pasted(F.multi_head_attention_forward, {"multi_head_attention_forward": "my_attention_forward",
+                                                  "query": "q_in", "key": "k_in", "value": "v_in",
+                                                  "num_heads": "heads", "bias_k": "extra_k"})
+    return '''
+import torch.nn.functional as F
+
+# the helpers the pasted code calls, from the module it came from, without replacing anything defined above
+globals().update({k: v for k, v in vars(F).items() if not k.startswith("__") and k not in globals()})
+
+''' + own + '''
+
+class MultiHeadAttention(nn.Module):''' + _MHA_INIT + '''
+    def forward(self, x, causal=False):
+        d_model = x.shape[-1]
+        seq = x.transpose(0, 1)
+        bias = None if self.Wq.bias is None else torch.cat([self.Wq.bias, self.Wk.bias, self.Wv.bias])
+        mask = ~causal_mask(x.shape[1], device=x.device) if causal else None
+        out, _ = my_attention_forward(
+            seq, seq, seq, d_model, self.num_heads, None, bias, None, None, False, 0.0, self.Wo.weight, self.Wo.bias,
+            training=False, need_weights=True, attn_mask=mask, use_separate_proj_weight=True,
+            q_proj_weight=self.Wq.weight, k_proj_weight=self.Wk.weight, v_proj_weight=self.Wv.weight)
+        return out.transpose(0, 1)
+'''
+
+
+def _copied_layer_norm() -> str:
+    import torch._refs as refs
+
+    helper = pasted(refs._normalize, {"_normalize": "normalise", "a": "t", "a_acc": "t32"})
+    return '''
+import torch._prims_common as utils
+from torch._prims_common import TensorLike
+from torch._refs import _maybe_convert_to_dtype
+
+''' + helper + '''
+
+def layer_norm(x, weight, bias, eps=1e-5):
+    out, _, _ = normalise(x, [x.ndim - 1], eps)
+    return out * weight + bias
+'''
+
+
+COPIED: dict[str, tuple[str, str, str, str]] = {
+    "mha-pasted-functional": ("multi_head_attention", "multi_head_attention_class", _copied_mha(),
+                              "F.multi_head_attention_forward's source pasted, renamed and laid out anew"),
+    "ln-pasted-refs-normalize": ("layer_norm", "layer_norm_function", _copied_layer_norm(),
+                                 "torch._refs._normalize's source (native_layer_norm's arithmetic) pasted, renamed"),
+}
+
+
 def entry(name: str) -> tuple[str, str, str, str]:
-    """(part, cell, source, why) of a route, a borderline case or an honest variant."""
+    """(part, cell, source, why) of a route, a borderline case, a copy or an honest variant."""
     if name in ROUTES:
         return ROUTES[name]
     if name in BORDERLINE:
         return BORDERLINE[name]
+    if name in COPIED:
+        return COPIED[name]
     for variant, *rest in LEGITIMATE:
         if variant == name:
             return tuple(rest)  # type: ignore[return-value]

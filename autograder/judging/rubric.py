@@ -84,6 +84,16 @@ class Rubric:
         return tuple(dict.fromkeys(op for p in self.parts for op in p.forbidden_ops))
 
     @property
+    def torch_implementations(self) -> tuple[str, ...]:
+        """Patterns of the names of torch's own implementations of what the parts ask students to build: the
+        forbidden operations, and the last name of each off-limits entry (`torch.nn.BatchNorm1d / GroupNorm`
+        names two).  What autograder.judging.resemblance compares submissions with."""
+        names = {op for p in self.parts for op in p.forbidden_ops}
+        for entry in (e for p in self.parts for e in p.off_limits):
+            names.update(piece.strip().rsplit(".", 1)[-1] for piece in entry.split("/"))
+        return tuple(sorted(n for n in names if n))
+
+    @property
     def max_score(self) -> float:
         return sum(p.points for p in self.parts)
 

@@ -145,7 +145,8 @@ def student_page(result: GradeResult) -> str:
             f'<p class="total">{_points(result.score)} / {_points(result.max_score)} points</p>',
             f'<p class="meta">Submission: {_line(result.submission, 255)}</p>',
             *([f'<p class="meta">Isolation: {_line(result.load.isolation)}</p>'] if result.load.isolation else []),
-            *_load_problems(result)]
+            *_load_problems(result),
+            *(f'<p class="notice">To review: {_line(r.notice())}</p>' for r in result.resembles)]
     drawn: dict[Figure, str] = {}
     body += [_part(p, drawn) for p in result.parts]
     return _page(f"{assignment}: {_points(result.score)} / {_points(result.max_score)}", body)
@@ -203,6 +204,14 @@ def class_index(assignment: str, results: Sequence[tuple[str, GradeResult]]) -> 
                       f'<th class="num">failed by</th></tr>{rows}</table></div>')
     body.append('<div class="panel"><h2>Failed checks</h2><p>How many students failed each check.</p>'
                 f'{"".join(tables)}</div>')
+    rows = "".join(f'<tr><td><a href="{html.escape(_student_href(s))}">{_text(s, MAX_NAME_CHARS)}</a></td>'
+                   f"<td>{_text(found.function)}</td><td class='num'>{found.share:.0%}</td></tr>"
+                   for s, r in results for found in r.resembles)
+    if rows:
+        body.append('<div class="panel"><h2>To review</h2><p>Submissions whose code holds most of one of torch\'s '
+                    "own implementations of what the parts ask for: copied code is not the student's work, "
+                    "whatever it scored.</p><div class='scroll'><table><tr><th>student</th><th>torch's "
+                    f"implementation</th><th class='num'>share found</th></tr>{rows}</table></div></div>")
     rows = "".join(f'<tr><td><a href="{html.escape(_student_href(s))}">{_text(s, MAX_NAME_CHARS)}</a></td>'
                    f"<td class='num'>{_points(r.score)} / {_points(r.max_score)}</td></tr>" for s, r in results)
     body.append('<div class="panel"><h2>Students</h2><div class="scroll"><table><tr><th>student</th>'

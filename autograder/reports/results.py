@@ -20,9 +20,10 @@ from typing import Any
 from autograder.protocol import UNISOLATED, clean_text
 from autograder.result import GradeResult, LoadReport
 from autograder.judging import evidence
+from autograder.judging.resemblance import Resemblance
 from autograder.judging.rubric import PartScore, Rubric, TestScore
 
-FORMAT_VERSION = 3  # 3: each test's evidence
+FORMAT_VERSION = 4  # 3: each test's evidence; 4: torch's own code the source holds
 SUMMARY_CELL_ERRORS = 20  # what the summary lists, so all that a result needs to keep
 MAX_OUTPUT_CHARS = 4000
 MAX_LINE_CHARS = 500
@@ -46,6 +47,7 @@ def summary(result: GradeResult) -> str:
     lines += [f"Notice: {_line(n)}" for n in result.load.notices if n.startswith(UNISOLATED)]
     if result.unreadable:
         lines.append(f"Not graded: {_line(result.unreadable)}")
+    lines += [f"To review: {r.notice()}" for r in result.resembles]
     if result.load.failure:
         lines.append(f"Your notebook could not be run: {_line(result.load.failure)}")
     for part in result.parts:
@@ -105,6 +107,7 @@ def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_finger
             "unreadable": _line(result.unreadable),
             "load_failure": _line(result.load.failure),
             "cell_errors": [_cell_error(e) for e in result.load.cell_errors[:SUMMARY_CELL_ERRORS]],
+            "resembles": [[r.function, r.share] for r in result.resembles],
         },
     }
 
@@ -207,12 +210,16 @@ def from_gradescope(data: Any, rubric: Rubric) -> GradeResult:
     cell_errors = extra.get("cell_errors")
     _check(isinstance(cell_errors, list) and all(isinstance(e, dict) for e in cell_errors),
            "cell_errors are not a list of objects")
+    resembles = extra.get("resembles")
+    _check(isinstance(resembles, list) and all(isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)
+                                               and _is_number(r[1]) for r in resembles),
+           "resembles is not a list of [function, share]")
     load = LoadReport()
     load.notices, load.failure, load.cell_errors = extra["notices"], extra["load_failure"], cell_errors
     load.isolation = extra["isolation"]
     return GradeResult(submission=extra["submission"], sha256=extra["submission_sha256"],
                        assignment=rubric.assignment, parts=parts, max_score=rubric.max_score, load=load,
-                       unreadable=extra["unreadable"])
+                       unreadable=extra["unreadable"], resembles=[Resemblance(*r) for r in resembles])
 
 
 def read_result(path: Path, rubric: Rubric) -> GradeResult:
