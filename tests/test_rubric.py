@@ -1,5 +1,6 @@
-"""Scoring: points shared by weight within a part, torch's own implementation costs the part, structure alone
-earns nothing."""
+"""Scoring: points shared by weight within a part, torch's own implementation costs the part, structure and form
+alone earn nothing and together at most their share, a part right on the student's own parts carries an earlier
+part's loss forward; the rubric refuses keys and checks it does not know."""
 import re
 
 import pytest
@@ -56,7 +57,7 @@ def test_structure_alone_earns_nothing(tmp_path):
     (p,) = score(structural_rubric(tmp_path), outcomes)
     assert p.score == 0
     shape = p.tests[0]
-    assert not shape.passed and shape.message == STRUCTURE_ALONE and shape.max_score == 10
+    assert not shape.passed and shape.message == STRUCTURE_ALONE and shape.max_score == 4  # form_share of 20
     assert [t.message for t in p.tests[1:]] == ["off", "off"]  # behaviour failures keep their own messages
 
 
@@ -64,7 +65,82 @@ def test_structure_earns_its_points_once_one_behaviour_check_passes(tmp_path):
     outcomes = [Outcome("test_p", "test_shape", True, ""), Outcome("test_p", "test_values[1]", True, ""),
                 Outcome("test_p", "test_values[2]", False, "off")]
     (p,) = score(structural_rubric(tmp_path), outcomes)
-    assert p.score == pytest.approx(15) and p.tests[0].passed and p.tests[0].message == ""
+    assert p.score == pytest.approx(4 + 8) and p.tests[0].passed and p.tests[0].message == ""
+
+
+def test_structure_and_form_together_earn_at_most_their_share(tmp_path):
+    part = Part("p", "P", 10.0, "test_p.py", structural=frozenset({"test_names"}), form=frozenset({"test_shape"}),
+                form_share=0.3)
+    outcomes = [Outcome("test_p", "test_names", True, ""), Outcome("test_p", "test_shape", True, ""),
+                Outcome("test_p", "test_values", True, ""), Outcome("test_p", "test_more_values", False, "off")]
+    (p,) = score(Rubric("a", tmp_path, (part,), ()), outcomes)
+    assert [t.max_score for t in p.tests] == pytest.approx([1.5, 1.5, 3.5, 3.5])
+    assert p.score == pytest.approx(6.5)
+    # a form check is gated like a structural one: an output of the right shape and wrong values earns nothing
+    outcomes[2] = Outcome("test_p", "test_values", False, "off")
+    (p,) = score(Rubric("a", tmp_path, (part,), ()), outcomes)
+    assert p.score == 0 and p.tests[1].message == STRUCTURE_ALONE
+
+
+def chain(tmp_path, **options):
+    base = Part("base", "Base", 10.0, "test_base.py")
+    top = Part("top", "Top", 20.0, "test_top.py", built_on=("base",), own_parts=frozenset({"test_own"}), **options)
+    return Rubric("a", tmp_path, (base, top), ())
+
+
+def chain_outcomes(base_ok=False, own_ok=True, top_ok=(False, False, True)):
+    return [Outcome("test_base", "test_base_values", base_ok, "base off"),
+            Outcome("test_top", "test_own", own_ok, "" if own_ok else "your wiring differs"),
+            *(Outcome("test_top", f"test_top_{i}", ok, "" if ok else "top off") for i, ok in enumerate(top_ok))]
+
+
+def test_right_wiring_of_a_wrong_earlier_part_is_carried_forward(tmp_path):
+    base, top = score(chain(tmp_path), chain_outcomes())
+    assert base.score == 0
+    own, *checks = top.tests
+    assert own.max_score == 0 and own.score == 0 and own.passed  # the own-parts check carries no points
+    assert top.score == pytest.approx(20 - 20 / 3)  # less what one end-to-end check is worth
+    carried = [t for t in checks if not t.passed]
+    assert [t.score for t in carried] == pytest.approx([10 / 3, 10 / 3])
+    _, top = score(chain(tmp_path, end_to_end_share=0.2), chain_outcomes())
+    assert top.score == pytest.approx(16)  # as the rubric says
+    assert all(t.message.startswith("Carried forward from Base (base):") and t.message.endswith("top off")
+               for t in carried)
+
+
+@pytest.mark.parametrize("case", ["strict", "wiring wrong", "base right", "already above the floor"])
+def test_nothing_is_carried_forward_without_every_condition(tmp_path, case):
+    rubric = chain(tmp_path, follow_through=case != "strict")
+    outcomes = chain_outcomes(base_ok=case == "base right", own_ok=case != "wiring wrong",
+                              top_ok=(True, True, False) if case == "already above the floor" else (False, False, True))
+    base, top = score(rubric, outcomes)
+    expected = {"already above the floor": 40 / 3}.get(case, 20 / 3)
+    assert top.score == pytest.approx(expected)
+    failed = [t for t in top.tests[1:] if not t.passed]
+    if case == "base right":
+        assert all(t.message == "top off" for t in failed)
+    else:  # the feedback still names the part to fix first
+        assert all(t.message.startswith("Base (base), which this part is built on, also lost points") for t in failed)
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("structual = ['test_shape']\n", "part 'p' has unknown keys structual"),
+    ("built_on = ['q']\n", "part 'p' is built on 'q', which is not a part before it"),
+    ("form = ['test_shape', 'test_value']\n", "has no value check"),
+    ("own_parts = ['test_wiring']\n", "lists own_parts checks that test_p.py does not define: test_wiring"),
+    ("end_to_end_share = 1.5\n", "must lie in [0, 1]"),
+])
+def test_a_misspelt_or_impossible_rubric_is_refused(tmp_path, monkeypatch, text, problem):
+    import autograder.judging.rubric as module
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "test_p.py").write_text("def test_shape(student):\n    pass\n\n\ndef test_value(student):\n    pass\n")
+    (tmp_path / "a" / "rubric.toml").write_text(f"[[parts]]\nname = 'p'\npoints = 1\nsuite = 'test_p.py'\n{text}")
+    monkeypatch.setattr(module, "ASSIGNMENTS", tmp_path)
+    with pytest.raises(RubricError, match=re.escape(problem)):
+        load_rubric("a")
+    (tmp_path / "a" / "rubric.toml").write_text("structual = 1\n[[parts]]\nname = 'p'\npoints = 1\nsuite = 'test_p.py'\n")
+    with pytest.raises(RubricError, match="unknown keys structual"):
+        load_rubric("a")
 
 
 def test_shipped_rubric_declares_structural_checks_the_suites_define():

@@ -287,3 +287,46 @@ def test_mha_input_gradient_matches_torch(student):
         expected, atol = C.reference_tolerance(reference, F64)
         C.assert_close(grads[0][0], expected, what=f"gradient of {module.label} output w.r.t. x (causal={causal})",
                        inputs={"x": x, "causal": causal, "weights": "random"}, atol=atol, dtype=F64)
+
+
+def _from_your_attention(student, x, state, num_heads, causal):
+    """MultiHeadAttention as the trusted side composes it from the student's own causal_mask and
+    scaled_dot_product_attention: the projections, the head split and merge and Wo are done here, the
+    attention of each head by the student's functions.  Also the same with the heads merged without the
+    transpose back, the one wiring mistake the check must be able to tell apart."""
+    b, s, d = x.shape
+    dh = d // num_heads
+
+    def lin(name, t):
+        return F.linear(t, state[f"{name}.weight"], state.get(f"{name}.bias"))
+
+    q, k, v = (lin(n, x).reshape(b, s, num_heads, dh).transpose(1, 2) for n in ("Wq", "Wk", "Wv"))
+    mask = C.call(student, "causal_mask", s) if causal else None
+    heads = C.expect_tensor(C.call(student, "scaled_dot_product_attention", q, k, v, mask),
+                            what="your scaled_dot_product_attention on the heads (float64)", shape=(b, num_heads, s, dh),
+                            dtype=F64)
+    return lin("Wo", heads.transpose(1, 2).reshape(b, s, d)), lin("Wo", heads.reshape(b, s, d))
+
+
+def test_mha_is_right_on_your_own_attention(student):
+    """MultiHeadAttention's own logic, judged on the student's own attention (no points of its own: when it
+    passes and Part 2 lost points, this part's failed checks are carried forward from Part 2).  Its output
+    equals the trusted side's projections, head split and merge and Wo around the student's own
+    scaled_dot_product_attention and causal_mask (float64, causal and not, several head counts)."""
+    for i, (d, h, b, s) in enumerate([CONFIGS[0], CONFIGS[4], CONFIGS[1]]):
+        state = C.mha_state("", d, seed=1000 + 10 * i, dtype=F64)
+        module = _build(student, d, h, state, F64)
+        x = C.randn(b, s, d, seed=1005 + 10 * i, dtype=F64)
+        for causal in (False, True):
+            expected, merged_without_transpose = _from_your_attention(student, x, state, h, causal)
+            atol = 1e-9 * (1.0 + float(expected.abs().max()))
+            if C.is_close(merged_without_transpose, expected, atol=100 * atol):
+                C.fail(f"{module.label}: your scaled_dot_product_attention's output is too uniform across "
+                       "positions to judge how the heads are split and merged; fix Part 2 first")
+            C.assert_close(module(x, causal=causal), expected, atol=atol, dtype=F64,
+                           what=f"{module.label} forward (causal={causal}) against the same computation around "
+                                "your own scaled_dot_product_attention",
+                           inputs={"x": x, "causal": causal, "weights": "random"},
+                           mistakes=[("your output matches merging the heads without transposing back: "
+                                      "[batch, heads, seq, d_head] must become [batch, seq, heads, d_head] "
+                                      "(transpose(1, 2)) before reshaping", merged_without_transpose)])

@@ -326,3 +326,66 @@ def test_block_deep_pre_norm_stack_input_gradient(student):
                f"{C.describe_inputs(inputs)}). In a pre-norm stack the residual x + sublayer(ln(x)) keeps the "
                f"gradient flowing; a residual taken from the normalised input or a wrong block breaks this.")
     C.assert_close(grad, expected, what=what, inputs=inputs, atol=atol, dtype=F32)
+
+
+def _your_parts(student, state, d, h):
+    """The student's own LayerNorm (twice) and MultiHeadAttention, in float64, holding the block's weights."""
+    parts = {}
+    for prefix, args in (("ln1.", ("LayerNorm", d)), ("ln2.", ("LayerNorm", d)), ("attn.", ("MultiHeadAttention", d, h))):
+        module = C.new(student, *args)
+        module.to(F64)
+        module.load_weights({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)})
+        parts[prefix[:-1]] = module
+    return parts
+
+
+def _from_your_parts(parts, x, state, norm_first, causal):
+    """The block as the trusted side wires it from the student's own ln1, ln2 and attn (the feed-forward
+    sublayer, nn.Linear-ReLU-nn.Linear by the contract, computed here), in the asked norm order, and the same
+    parts wired in the other order: the wiring the check must be able to tell apart."""
+    def run(name, t):
+        return C.expect_tensor(parts[name](t, **({"causal": causal} if name == "attn" else {})),
+                               what=f"your {parts[name].label} on the block's intermediate values (float64)",
+                               shape=t.shape, dtype=F64)
+
+    def ffn(t):
+        return F.linear(F.relu(F.linear(t, state["ffn.0.weight"], state["ffn.0.bias"])), state["ffn.2.weight"],
+                        state["ffn.2.bias"])
+
+    def pre_norm():
+        y = x + run("attn", run("ln1", x))
+        return y + ffn(run("ln2", y))
+
+    def post_norm():
+        y = run("ln1", x + run("attn", x))
+        return run("ln2", y + ffn(y))
+
+    return (pre_norm(), post_norm()) if norm_first else (post_norm(), pre_norm())
+
+
+def test_block_is_right_on_your_own_parts(student):
+    """TransformerBlock's own logic, judged on the student's own parts (no points of its own: when it passes
+    and Part 1, 2 or 3 lost points, this part's failed checks are carried forward from there).  Its output
+    equals the trusted side's residual connections and norm order around the student's own LayerNorm and
+    MultiHeadAttention holding the same weights (float64, both norm orders, causal and not)."""
+    for i in (0, 1):
+        d, h, d_ff, b, s = CONFIGS[i]
+        state = block_state("", d, d_ff, seed=3000 + 100 * i, dtype=F64)
+        parts = _your_parts(student, state, d, h)
+        x = C.randn(b, s, d, seed=3005 + 100 * i, dtype=F64, std=1.5)
+        for norm_first in (False, True):
+            module = _build(student, d, h, d_ff, norm_first, state, F64)
+            for causal in (False, True):
+                expected, other_order = _from_your_parts(parts, x, state, norm_first, causal)
+                atol = 1e-9 * (1.0 + float(expected.abs().max()))
+                if C.is_close(other_order, expected, atol=100 * atol):
+                    C.fail(f"{module.label}: your LayerNorm and MultiHeadAttention give outputs too degenerate "
+                           "to tell the two norm orders apart, so the block's wiring cannot be judged on them; "
+                           "fix Parts 1 and 3 first")
+                C.assert_close(module(x, causal=causal), expected, atol=atol, dtype=F64,
+                               what=f"{module.label} forward (causal={causal}) against the same wiring of your own "
+                                    "LayerNorm and MultiHeadAttention",
+                               inputs={"x": x, "causal": causal, "weights": "random, LayerNorm weights/biases included"},
+                               mistakes=[(f"your output matches the {'post' if norm_first else 'pre'}-norm wiring "
+                                          f"of your parts, but norm_first={norm_first} asks for "
+                                          f"{'pre' if norm_first else 'post'}-norm", other_order)])

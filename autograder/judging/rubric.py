@@ -2,9 +2,18 @@
 
 A part's points are shared among its tests in proportion to their weights (default 1 per test function;
 every parametrisation of a function shares that function's weight).  A part in which the submission reached
-torch's own implementation of a graded operation scores 0.  A part's structural checks (`structural` in the
-rubric: checks a constructor alone can pass) earn their points only when at least one of the part's behaviour
-checks (all its other checks) passed.
+torch's own implementation of a graded operation scores 0.  Points follow measured behaviour:
+
+- `structural` checks (what a constructor alone can pass) and `form` checks (the output's shape, dtype or
+  type, a qualitative trend: what code that computes nothing right can pass) earn their points only when at
+  least one of the part's value checks (all its other checks) passed, and together they earn at most
+  `form_share` of the part (default 0.2): their shares are scaled down and the value checks' up to match.
+- `own_parts` checks judge a part built on others (`built_on`) on the student's own sub-parts: the trusted
+  side composes the expected output from the student's pieces and compares it with the student's whole.  They
+  carry no points.  With `follow_through` (the default), when every one of them passed and a part this one is
+  built on lost points, the failed checks are carried forward: the part earns at least its points less what
+  only a right end-to-end result earns, `end_to_end_share` of them (by default what one of its value checks is
+  worth), and each failed check says which part to fix first.  `follow_through = false` grades it strictly.
 
 `skip_when_unchanged` lists the grade_ids of locked instructor cells that grading does not need (plots).  A
 locked cell is the instructor's on every front end (nbgrader restores one a student edited), so a
@@ -61,10 +70,24 @@ class Part:
     structural: frozenset[str] = frozenset()  # test function names that judge structure, not behaviour
     forbidden_ops: tuple[str, ...] = ()  # torch's own implementations of what this part asks students to build
     off_limits: tuple[str, ...] = ()     # the same, as students call them (the notebook's policy table)
+    built_on: tuple[str, ...] = ()       # earlier parts whose code this part's code uses
+    form: frozenset[str] = frozenset()   # test function names that judge the output's form, not its values
+    own_parts: frozenset[str] = frozenset()  # test function names that judge it on the student's own sub-parts
+    follow_through: bool = True
+    end_to_end_share: float | None = None  # None: what one of its value checks is worth
+    form_share: float = 0.2
+
+    @property
+    def gated(self) -> frozenset[str]:
+        """checks that earn only beside a passing value check"""
+        return self.structural | self.form
 
 
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
-STRUCTURE_ALONE = "structure alone earns no points: no behaviour check of this part passed"
+STRUCTURE_ALONE = "structure and form alone earn no points: no check of this part's values passed"
+PART_KEYS = {"name", "title", "points", "suite", "weights", "structural", "forbidden_ops", "off_limits", "built_on",
+             "form", "own_parts", "follow_through", "end_to_end_share", "form_share"}
+RUBRIC_KEYS = {"assignment", "fine", "skip_when_unchanged", "preload", "parts", "catalogue"}
 
 
 @dataclass(frozen=True)
@@ -123,15 +146,16 @@ def load_rubric(assignment: str, notebook: Path | None = None) -> Rubric:
         raise RubricError(f"{path}: no such assignment {assignment!r} (known: {', '.join(known)})")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-        parts = tuple(Part(p["name"], p.get("title", p["name"]), float(p["points"]), p["suite"],
-                           {k: float(v) for k, v in p.get("weights", {}).items()},
-                           frozenset(_names(p.get("structural", []))), tuple(_names(p.get("forbidden_ops", []))),
-                           tuple(_names(p.get("off_limits", [])))) for p in data["parts"])
+        parts = tuple(_part(path, p) for p in data["parts"])
         rubric = Rubric(data.get("assignment", assignment), folder, parts, tuple(_names(data.get("fine", []))),
                         preload=tuple(_names(data.get("preload", []))))
         skippable = _names(data.get("skip_when_unchanged", []))
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
         raise RubricError(f"{path}: {type(exc).__name__}: {exc}") from None
+    # a misspelt key would silently change a grade (a misspelt `structual` lets structure earn on its own)
+    unknown = sorted(set(data) - RUBRIC_KEYS)
+    if unknown:
+        raise RubricError(f"{path}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(RUBRIC_KEYS))})")
     bad = [name for name in rubric.preload if not MODULE_NAME.fullmatch(name)]
     if bad:
         raise RubricError(f"{path}: preload names no module: {', '.join(map(repr, bad))}")
@@ -140,15 +164,26 @@ def load_rubric(assignment: str, notebook: Path | None = None) -> Rubric:
     if ours:
         raise RubricError(f"{path}: preload names modules of the checkout, which the zygote never imports: "
                           f"{', '.join(ours)}")
+    seen: set[str] = set()
     for part in parts:
         if not (folder / part.suite).is_file():
             raise RubricError(f"{path}: part {part.name!r} names a missing suite {part.suite}")
-        # a misspelt or renamed structural check would silently earn points on its own again
+        later = [b for b in part.built_on if b not in seen]
+        if later:
+            raise RubricError(f"{path}: part {part.name!r} is built on {', '.join(map(repr, later))}, which is not "
+                              "a part before it")
+        seen.add(part.name)
+        # a misspelt or renamed check would silently earn points on its own again
         source = (folder / part.suite).read_text(encoding="utf-8")
-        unknown = sorted(n for n in part.structural if f"def {n}(" not in source)
-        if unknown:
-            raise RubricError(f"{path}: part {part.name!r} lists structural checks that {part.suite} does not "
-                              f"define: {', '.join(unknown)}")
+        checks = set(re.findall(r"^def (test_\w+)\(", source, re.M))
+        for key, names in (("structural", part.structural), ("form", part.form), ("own_parts", part.own_parts)):
+            unknown = sorted(names - checks)
+            if unknown:
+                raise RubricError(f"{path}: part {part.name!r} lists {key} checks that {part.suite} does not "
+                                  f"define: {', '.join(unknown)}")
+        if not checks - part.gated - part.own_parts:
+            raise RubricError(f"{path}: part {part.name!r} has no value check: every check of {part.suite} is "
+                              "structural, form or own_parts, so none could earn its points")
     if skippable:
         notebook = notebook or RELEASES / assignment / f"{assignment}.ipynb"
         rubric = replace(rubric, skip_when_unchanged=_locked_sources(path, notebook, skippable))
@@ -181,6 +216,26 @@ def _locked_sources(path: Path, notebook: Path, grade_ids: list[str]) -> dict[st
     return sources
 
 
+def _part(path: Path, table: Any) -> Part:
+    if not isinstance(table, dict):
+        raise TypeError("each [[parts]] entry must be a table")
+    unknown = sorted(set(table) - PART_KEYS)
+    if unknown:
+        raise RubricError(f"{path}: part {table.get('name')!r} has unknown keys {', '.join(unknown)} (known: "
+                          f"{', '.join(sorted(PART_KEYS))})")
+    shares = {"form_share": float(table.get("form_share", 0.2))}
+    if "end_to_end_share" in table:
+        shares["end_to_end_share"] = float(table["end_to_end_share"])
+    if not all(0.0 <= v <= 1.0 for v in shares.values()) or type(table.get("follow_through", True)) is not bool:
+        raise ValueError("end_to_end_share and form_share must lie in [0, 1], follow_through must be true or false")
+    return Part(table["name"], table.get("title", table["name"]), float(table["points"]), table["suite"],
+                {k: float(v) for k, v in table.get("weights", {}).items()},
+                frozenset(_names(table.get("structural", []))), tuple(_names(table.get("forbidden_ops", []))),
+                tuple(_names(table.get("off_limits", []))), tuple(_names(table.get("built_on", []))),
+                frozenset(_names(table.get("form", []))), frozenset(_names(table.get("own_parts", []))),
+                table.get("follow_through", True), **shares)
+
+
 def _nbgrader(cell: Any) -> dict[str, Any]:
     meta = cell.get("metadata", {}).get("nbgrader", {}) if isinstance(cell, dict) else {}
     return meta if isinstance(meta, dict) else {}
@@ -188,7 +243,8 @@ def _nbgrader(cell: Any) -> dict[str, Any]:
 
 def _names(value: object) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
-        raise TypeError("structural, forbidden_ops, off_limits, fine and skip_when_unchanged must be lists of names")
+        raise TypeError("structural, form, own_parts, built_on, forbidden_ops, off_limits, fine and "
+                        "skip_when_unchanged must be lists of names")
     return value
 
 
@@ -217,28 +273,76 @@ class PartScore:
         return f"0 points: torch's own implementation was used ({names}); this part asks you to build it yourself."
 
 
+def _base(name: str) -> str:
+    return name.split("[", 1)[0]  # a parametrisation's test function
+
+
+def _shares(part: Part, graded: list[Outcome]) -> dict[str, float]:
+    """Each graded check's share of the part's points: by weight, a function's parametrisations splitting its
+    weight, structural and form checks together at most `form_share` of the part."""
+    per_function: dict[str, int] = {}
+    for o in graded:
+        per_function[_base(o.name)] = per_function.get(_base(o.name), 0) + 1
+    weight = {o.name: part.weights.get(_base(o.name), 1.0) / per_function[_base(o.name)] for o in graded}
+    total = sum(weight.values())
+    if not total:
+        return {o.name: 0.0 for o in graded}
+    shares = {name: part.points * w / total for name, w in weight.items()}
+    gated = sum(v for name, v in shares.items() if _base(name) in part.gated)
+    cap = part.form_share * part.points
+    if cap < gated < part.points:
+        rest = part.points - gated
+        shares = {name: v * (cap / gated if _base(name) in part.gated else (part.points - cap) / rest)
+                  for name, v in shares.items()}
+    return shares
+
+
+def _fix_first(parts: list[PartScore]) -> str:
+    return ", ".join(f"{p.part.title} ({p.part.name})" for p in parts)
+
+
 def score(rubric: Rubric, outcomes: list[Outcome]) -> list[PartScore]:
-    results = []
+    results: list[PartScore] = []
+    by_name: dict[str, PartScore] = {}
     figures = 0  # a grade carries at most MAX_FIGURES, the first ones in the suites' order
     for part in rubric.parts:
         mine = [o for o in outcomes if o.module == Path(part.suite).stem]
-        weight = {o.name: part.weights.get(o.name.split("[", 1)[0], 1.0) for o in mine}
-        per_function: dict[str, int] = {}
-        for o in mine:
-            base = o.name.split("[", 1)[0]
-            per_function[base] = per_function.get(base, 0) + 1
-        total = sum(weight[o.name] / per_function[o.name.split("[", 1)[0]] for o in mine)
+        own = [o for o in mine if _base(o.name) in part.own_parts]
+        graded = [o for o in mine if _base(o.name) not in part.own_parts]
+        shares = _shares(part, graded)
         forbidden = tuple(sorted({f for o in mine for f in o.forbidden}))
-        behaviour_works = any(o.passed for o in mine if o.name.split("[", 1)[0] not in part.structural)
+        values_work = any(o.passed for o in graded if _base(o.name) not in part.gated)
+        # the parts this one is built on that lost points: where a failure here may come from
+        upstream = [by_name[b] for b in part.built_on if round(by_name[b].score, 4) < by_name[b].part.points]
         tests = []
         for o in mine:
-            share = part.points * weight[o.name] / per_function[o.name.split("[", 1)[0]] / total if total else 0.0
             passed, message = o.passed, o.message
-            if passed and not behaviour_works and o.name.split("[", 1)[0] in part.structural:
+            if passed and not values_work and _base(o.name) in part.gated:
                 passed, message = False, STRUCTURE_ALONE
+            share = shares.get(o.name, 0.0)
             earned = share if passed and not forbidden else 0.0
             figure = o.figure if not passed and figures < MAX_FIGURES else None
             figures += figure is not None
             tests.append(TestScore(part.name, o.name, earned, share, passed, message, figure))
+        strict = sum(t.score for t in tests)
+        end_to_end = (part.points * part.end_to_end_share if part.end_to_end_share is not None else
+                      max((t.max_score for t in tests if _base(t.name) not in part.gated), default=0.0))
+        floor = part.points - end_to_end
+        carried = (part.follow_through and own and all(o.passed for o in own) and upstream and not forbidden
+                   and strict < floor)
+        if carried:  # the student's own wiring is right: the loss is the earlier part's
+            ratio = (floor - strict) / (part.points - strict)
+            for t in tests:
+                if not t.passed and t.max_score:
+                    t.score = t.max_score * ratio
+                    t.message = (f"Carried forward from {_fix_first(upstream)}: this part is right on your own "
+                                 f"parts (the own-parts check passed), so this failure comes from there; fix "
+                                 f"that part first. {t.message}")
+        elif upstream:
+            for t in tests:
+                if not t.passed and t.max_score and t.message != STRUCTURE_ALONE:
+                    t.message = (f"{_fix_first(upstream)}, which this part is built on, also lost points: fix "
+                                 f"that part first. {t.message}")
         results.append(PartScore(part, sum(t.score for t in tests), tests, forbidden))
+        by_name[part.name] = results[-1]
     return results

@@ -267,7 +267,7 @@ MISTAKES: list[Entry] = [
     # --- the whole submission: structure alone must earn nothing (rubric.toml's `structural` checks) ---------
     Entry("constructors-only", "constructors written (KVCache, CausalSelfAttention, Block, GPT); every forward and "
           "function still raises NotImplementedError as released", EveryPart(GPT),
-          replace=_stubs(keep_constructors=True), hint="structure alone earns no points"),
+          replace=_stubs(keep_constructors=True), hint="structure and form alone earn no points"),
     Entry("everything-raises", "every solution region as released: raise NotImplementedError()", EveryPart(ROPE),
           replace=_stubs(), hint="NotImplementedError"),
 ]

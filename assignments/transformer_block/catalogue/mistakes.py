@@ -142,6 +142,8 @@ MISTAKES: list[Entry] = [
           hint="without the output projection Wo"),
     Entry("mha-Wk-for-values", "copy-paste slip: values projected with Wk", MHA,
           (M("self.split_heads(self.Wv(x))", "self.split_heads(self.Wk(x))"),), hint="values projected with Wk"),
+    Entry("mha-forward-computes-nothing", "the right parameters and output shape, but forward is only Wo(x)", MHA,
+          (M(_FORWARDS[2], "return self.Wo(x)"),), hint="structure and form alone earn no points"),
     Entry("mha-ignores-causal", "causal flag ignored: never masks", MHA,
           (M(_MASK_LINE, "mask = None"),), hint="WITHOUT the causal mask"),
     Entry("mha-assertion-error", "assert instead of raising ValueError for indivisible heads", MHA,
@@ -225,12 +227,18 @@ MISTAKES: list[Entry] = [
           (M(_LAYERS + "    " + _X, _LAYERS.replace("d_model, d_model", "16, 16") + "    "
              + _X.replace("d_model", "16")),), hint="d_model = 16"),
 
+    Entry("grad-computes-nothing", "a float that vanishes without residuals, survives with them and is "
+          "reproducible, computed by no recipe", GRAD,
+          replace={"input_grad_norm_function": "def input_grad_norm(n_layers: int, residual: bool, d_model: int = 16, "
+                   "seed: int = 0) -> float:\n    return 2.0 + seed / 1000 if residual else 0.0\n"},
+          hint="structure and form alone earn no points"),
+
     # --- the whole submission: structure alone must earn nothing (rubric.toml's `structural` checks) ---------
     Entry("constructors-only", "constructors register the right parameters; every function, forward and helper "
           "still raises NotImplementedError as released", EveryPart(MHA),
           tuple(M(body, _TODO) for body in _FORWARDS),
           replace={gid: code for gid, code in release_cells("transformer_block").items() if gid in _FUNCTION_CELLS},
-          hint="structure alone earns no points"),
+          hint="structure and form alone earn no points"),
     Entry("everything-raises", "the release notebook untouched: every function, constructor and forward raises "
           "NotImplementedError", EveryPart(LN), replace=release_cells("transformer_block"), hint="NotImplementedError",
           notebook=True),
