@@ -33,6 +33,7 @@ from autograder.judging.rubric import TestScore as Score  # not collected as a t
 from autograder.nbgrader_plugin import write_verdicts
 from autograder.protocol import UNISOLATED
 from autograder.reports import html
+from autograder.reports.figures import png as draw
 from autograder.reports.results import NotAResult, from_gradescope, gradescope, read_result
 from autograder.result import GradeResult
 from conftest import ASSIGNMENT, leaked_hidden_source, run_cli
@@ -248,6 +249,82 @@ def test_same_evidence_is_drawn_once_per_page_and_cell():
     assert [o.output_type for o in cell.outputs].count("display_data") == 1
 
 
+ALL_RED = ErrorMap("layer_norm output", (2, 5, 6), "dim -2 (positions)", "last dim (features)", 1,
+                   ((2000.0,) * 6,) * 5)
+HINT = "divide by n, not n - 1"
+
+
+def _one_part_failing(tests: list[Score]) -> tuple[GradeResult, str]:
+    """result_with({}) whose layer_norm part fails `tests` instead, and its page."""
+    result = result_with({})
+    part = next(p for p in result.parts if p.part.name == "layer_norm")
+    part.tests = [part.tests[0], *tests]
+    return result, html.student_page(result)
+
+
+def test_one_bug_failing_several_checks_shows_its_hint_and_picture_once():
+    """Four checks that one bug fails the same way: the same hint, and evidence that draws the same picture
+    (an equal copy, ratios past the scale's end, another output shape)."""
+    same = [ALL_RED, dataclasses.replace(ALL_RED, ratio=tuple(tuple(row) for row in ALL_RED.ratio)),
+            dataclasses.replace(ALL_RED, ratio=((1000.0,) * 6,) * 5), dataclasses.replace(ALL_RED, shape=(3, 5, 6))]
+    assert same[1] is not same[0] and len({draw(f) for f in same}) == 1 and len(set(same)) == 3
+    names = ["test_first<b>", "test_second", "test_third", "test_fourth"]
+    tests = [Score("layer_norm", name, 0.0, 2.0, False, f"max abs error {i}\n  Hint: {HINT}", figure)
+             for i, (name, figure) in enumerate(zip(names, same))]
+    _, page = _one_part_failing(tests)
+    assert page.count("<img") == len(pngs(page)) == 1
+    assert page.count(HINT) == 1
+    assert page.count("(same hint as test_first&lt;b&gt; above)") == 3
+    assert page.count("The picture above, under test_first&lt;b&gt;, shows what this check saw too.") == 3
+    assert "<b>" not in page
+    for i, name in enumerate(names):  # every check listed, with its own message
+        assert f"<h3>{html._text(name)}</h3><pre>max abs error {i}</pre>" in page
+    # the other shape is said in words: the picture cannot show it
+    assert page.count('<p class="meta">Here: Where your output (shape [3, 5, 6])') == 1
+    assert page.count("look here") == len(RUBRIC.parts) - 1  # each other part gives its own hint
+
+
+def test_distinct_hints_and_pictures_are_all_shown():
+    other = dataclasses.replace(ALL_RED, ratio=((0.5,) * 6,) * 5)  # all green: another picture
+    hints = [f"Hint: {HINT}", "Hint: first", f"Hint: {HINT}\n  Hint: and more", "Hint: second"]
+    tests = [Score("layer_norm", f"test_{i}", 0.0, 2.0, False, f"off\n  {hint}", figure)
+             for i, (hint, figure) in enumerate(zip(hints, [ALL_RED, MISMATCH, other, CURVES]))]
+    _, page = _one_part_failing(tests)
+    assert len(pngs(page)) == len(set(pngs(page))) == 4 and page.count("<img") == 4
+    assert "same hint as" not in page and "The picture above" not in page
+    for hint in (HINT, "first", "and more", "second"):
+        assert f"<strong>Hint:</strong> {hint}</p>" in page
+    assert page.count(f"<strong>Hint:</strong> {HINT}</p>") == 2  # alone, and with another line
+
+
+def _class(shares: dict[str, list[float]]) -> GradeResult:
+    """A result whose parts score the sum of `shares[part]`, one passed check per share (a part not named:
+    full points in one check)."""
+    parts = []
+    for part in RUBRIC.parts:
+        scores = shares.get(part.name, [part.points])
+        tests = [Score(part.name, f"test_{i}", s, s, True, "") for i, s in enumerate(scores)]
+        parts.append(PartScore(part, sum(scores), tests, ()))
+    return GradeResult("x.ipynb", "ab" * 32, RUBRIC.assignment, parts, RUBRIC.max_score)
+
+
+def _full_marks(page: str) -> dict[str, int]:
+    rows = re.findall(r"<tr><td>([^<]+)</td><td class='num'>[^<]+</td><td class='num'>(\d+)</td></tr>", page)
+    return {title: int(n) for title, n in rows}
+
+
+def test_the_class_index_counts_full_marks_to_the_kits_rounding():
+    ninths = {p.name: [p.points / 9] * 9 for p in RUBRIC.parts}  # float shares: 9 x 20/9 != 20
+    twenty = next(p for p in RUBRIC.parts if p.points == 20)
+    assert sum(ninths[twenty.name]) == 19.999999999999996
+    results = [(student, _class(ninths)) for student in ("ann", "bob", "cy")]
+    assert _full_marks(html.class_index(ASSIGNMENT, results)) == {p.title: 3 for p in RUBRIC.parts}
+    short = {twenty.name: [19.99]}, {twenty.name: [19.9999]}, {twenty.name: [10.0, 9.99]}
+    results += [(f"short{i}", _class(s)) for i, s in enumerate(short)]
+    counts = _full_marks(html.class_index(ASSIGNMENT, results))
+    assert counts == {p.title: 3 if p is twenty else 6 for p in RUBRIC.parts}
+
+
 def test_nbgrader_cells_keep_their_grade_and_add_the_pictures():
     result = result_with(FIGURES)
     for cell in notebook_outputs(result):
@@ -392,7 +469,9 @@ def test_each_bug_gets_pictures_of_its_kind_on_its_failing_checks_only(graded):
         result = read_result(out / f"{student}.json", RUBRIC)
         page = (pages / f"{student}.html").read_text()
         assert f"Isolation: {data['extra_data']['isolation']}</p>" in page and "Isolation: tier " in page
-        assert len(pngs(page)) == len({t.figure for p in result.parts for t in p.tests if t.figure is not None})
+        images = pngs(page)  # each picture once, however many checks saw it
+        assert len(images) == len(set(images)) == len({draw(t.figure) for p in result.parts for t in p.tests
+                                                       if t.figure is not None})
         assert page == html.student_page(result)  # drawn from the stored result, the page is the same
 
 

@@ -14,6 +14,7 @@ import base64
 import hashlib
 import html
 import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 from urllib.parse import quote
@@ -22,7 +23,8 @@ from autograder.judging.evidence import Figure
 from autograder.judging.rubric import PartScore, TestScore
 from autograder.protocol import UNISOLATED, clean_text
 from autograder.reports import figures
-from autograder.reports.results import MAX_LINE_CHARS, SUMMARY_CELL_ERRORS, message_text, write_text_atomic
+from autograder.reports.results import (MAX_LINE_CHARS, SUMMARY_CELL_ERRORS, _round, message_text,
+                                        write_text_atomic)
 from autograder.result import GradeResult
 
 STUDENTS = "students"  # the class's pages, apart from index.html whatever a student is called
@@ -81,32 +83,67 @@ def _image(png: bytes, alt: str) -> str:
     return f'<img src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}" alt="{html.escape(alt)}">'
 
 
-def _figure(figure: Figure) -> str:
-    words = figures.caption(figure)
-    return f"<figure>{_image(figures.png(figure), words)}<figcaption>{html.escape(words)}</figcaption></figure>"
+@dataclass
+class _Pictures:
+    """The pictures a page already shows, by the check that showed each first.  One bug often fails several
+    checks on the same evidence, or on evidence that draws the same (an all-red map of a differently shaped
+    output): each picture is drawn once and the later checks point to it."""
+    pngs: dict[Figure, bytes] = field(default_factory=dict)  # equal evidence is rendered once
+    shown: dict[bytes, tuple[str, str]] = field(default_factory=dict)  # PNG -> (check, caption)
+
+    def png(self, figure: Figure) -> bytes:
+        if figure not in self.pngs:
+            self.pngs[figure] = figures.png(figure)
+        return self.pngs[figure]
 
 
-def _failed_check(test: TestScore, drawn: dict[Figure, str]) -> str:
+def _hints(test: TestScore, hints: list[str], given: dict[tuple[str, ...], str]) -> list[str]:
+    """`given`: the part's hints already shown, by the check that showed them (one bug fails several checks
+    with the same advice: it is given once, the later checks point to it)."""
+    if not hints:
+        return []
+    key = tuple(hints)
+    if key in given:
+        return [f'<p class="hint"><strong>Hint:</strong> (same hint as {_text(given[key], MAX_NAME_CHARS)} '
+                "above)</p>"]
+    given[key] = test.name
+    return [f'<p class="hint"><strong>Hint:</strong> {html.escape(hint)}</p>' for hint in hints]
+
+
+def _evidence(test: TestScore, pictures: _Pictures) -> list[str]:
+    """The check's picture, or a pointer to the same picture above: compared as drawn, since evidence that
+    differs only where the picture cannot show it (ratios past the scale's end, the output's shape) looks the
+    same; the caption, which says the shape, is kept when it differs."""
+    if test.figure is None:
+        return []
+    png, words = pictures.png(test.figure), figures.caption(test.figure)
+    if png not in pictures.shown:
+        pictures.shown[png] = (test.name, words)
+        return [f"<figure>{_image(png, words)}<figcaption>{html.escape(words)}</figcaption></figure>"]
+    first, first_words = pictures.shown[png]
+    out = [f"<p>The picture above, under {_text(first, MAX_NAME_CHARS)}, shows what this check saw too.</p>"]
+    if words != first_words:
+        out.append(f"<p class=\"meta\">Here: {html.escape(words)}</p>")
+    return out
+
+
+def _failed_check(test: TestScore, pictures: _Pictures, given: dict[tuple[str, ...], str]) -> str:
     lines = message_text(test.message).split("\n")
     hints = [line.strip()[len("Hint:"):].strip() for line in lines if line.strip().startswith("Hint:")]
     rest = "\n".join(line for line in lines if not line.strip().startswith("Hint:")).strip()
     html_parts = [f'<article class="check"><h3>{_text(test.name, MAX_NAME_CHARS)}</h3>']
     if rest:
         html_parts.append(f"<pre>{html.escape(rest)}</pre>")
-    html_parts += [f'<p class="hint"><strong>Hint:</strong> {html.escape(hint)}</p>' for hint in hints]
-    if test.figure in drawn:
-        html_parts.append(f"<p>The picture above, under {_text(drawn[test.figure], MAX_NAME_CHARS)}, shows what "
-                          "this check saw too.</p>")
-    elif test.figure is not None:
-        html_parts.append(_figure(test.figure))
-        drawn[test.figure] = test.name
+    html_parts += _hints(test, hints, given)
+    html_parts += _evidence(test, pictures)
     html_parts.append("</article>")
     return "".join(html_parts)
 
 
-def _part(part: PartScore, drawn: dict[Figure, str]) -> str:
-    """`drawn`: the figures already on the page, by the check that showed them (several checks of one
-    experiment can fail on the same evidence: it is drawn once)."""
+def _part(part: PartScore, pictures: _Pictures) -> str:
+    """`pictures`: those already on the page, which any check of any part may point to; a hint is repeated
+    within the part only (another part's same words are advice on that part's code)."""
+    given: dict[tuple[str, ...], str] = {}
     share = part.score / part.part.points if part.part.points else 0.0
     out = [f"<section><h2>{_text(part.part.title)} &mdash; {_points(part.score)} / {_points(part.part.points)}</h2>",
            f'<div class="bar"><span style="width:{max(0.0, min(share, 1.0)) * 100:.0f}%"></span></div>']
@@ -114,7 +151,7 @@ def _part(part: PartScore, drawn: dict[Figure, str]) -> str:
         out.append(f'<p class="notice">{_text(part.forbidden_notice(", ".join(part.forbidden)), 2000)}</p>')
     failed = [t for t in part.tests if not t.passed]
     passed = [t for t in part.tests if t.passed]
-    out += [_failed_check(t, drawn) for t in failed]
+    out += [_failed_check(t, pictures, given) for t in failed]
     if passed:
         items = "".join(f"<li>{_text(t.name, MAX_NAME_CHARS)}</li>" for t in passed)
         out.append(f'<details><summary class="ok">{len(passed)} of {len(part.tests)} checks passed</summary>'
@@ -147,8 +184,8 @@ def student_page(result: GradeResult) -> str:
             *([f'<p class="meta">Isolation: {_line(result.load.isolation)}</p>'] if result.load.isolation else []),
             *_load_problems(result),
             *(f'<p class="notice">To review: {_line(r.notice())}</p>' for r in result.resembles)]
-    drawn: dict[Figure, str] = {}
-    body += [_part(p, drawn) for p in result.parts]
+    pictures = _Pictures()
+    body += [_part(p, pictures) for p in result.parts]
     return _page(f"{assignment}: {_points(result.score)} / {_points(result.max_score)}", body)
 
 
@@ -163,6 +200,12 @@ def page_file(student: str) -> str:
 
 def _student_href(student: str) -> str:
     return f"{STUDENTS}/{quote(page_file(student), safe='')}"
+
+
+def _full(score: float, points: float) -> bool:
+    """Full marks, to the 4 decimals every score is kept to (results.json, GradeResult.score): a part's score
+    sums float shares of its points, and 3 x 20/3 adds up to 19.999999999999996."""
+    return _round(score) >= _round(points)
 
 
 def class_index(assignment: str, results: Sequence[tuple[str, GradeResult]]) -> str:
@@ -192,7 +235,7 @@ def class_index(assignment: str, results: Sequence[tuple[str, GradeResult]]) -> 
                 key = (part.part.name, test.name)
                 failures[key] = failures.get(key, 0) + (not test.passed)
     rows = "".join(f"<tr><td>{_text(titles[p])}</td><td class='num'>{_points(statistics.fmean(s))} / "
-                   f"{_points(points[p])}</td><td class='num'>{sum(v >= points[p] for v in s)}</td></tr>"
+                   f"{_points(points[p])}</td><td class='num'>{sum(_full(v, points[p]) for v in s)}</td></tr>"
                    for p, s in part_scores.items())
     body.append('<div class="panel"><h2>Parts</h2><div class="scroll"><table><tr><th>part</th>'
                 f'<th class="num">mean</th><th class="num">full marks</th></tr>{rows}</table></div></div>')
