@@ -341,7 +341,7 @@ def _part_feedback(part: PartScore, result: GradeResult) -> str:
     if part.forbidden:
         lines.append(part.forbidden_notice())
     for test in part.tests:
-        mark = "ok  " if test.score == test.max_score else "FAIL"
+        mark = "ok  " if test.earned_all else "FAIL"
         message = message_text(test.message)
         lines.append(f"[{mark}] {test.name}" + (f": {message}" if message and mark == "FAIL" else ""))
     if part.score < part.part.points and (result.load.cell_errors or result.load.failure or result.unreadable):

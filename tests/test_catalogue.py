@@ -3,7 +3,9 @@ graded once per test session through the REAL grader (`autograder.grading.grade_
 hidden suites, rubric; a process pool of 2), then checked entry by entry:
 
 * every mistake loses points in its own part, and in no part that does not build on that part (a mistake
-  declared EveryPart, a submission broken as a whole, may cost every part);
+  declared EveryPart, a submission broken as a whole, may cost every part); in a part built on it whose own
+  logic is right on the student's own parts, it costs one end-to-end check at most, and the feedback says
+  where it comes from;
 * a submission with constructors only, or with nothing implemented, scores 0 (structure alone earns nothing);
 * where the entry declares a hint, the failure output of its own part contains it (and most entries do);
 * every correct variant gets full marks, inside half of every tolerance;
@@ -140,6 +142,25 @@ def test_check_suite_summary_passes(graded):
     assert f"{len(MISTAKES)} / {len(MISTAKES)} mistakes caught" in text
     rows = check_suite.margins(ASSIGNMENT, graded)
     assert rows and all(r["worst_legit"] < 0.5 for r in rows), check_suite.format_margins(rows)
+
+
+# a bug in one part, and the parts built on it that are right on the student's own code
+CARRIED = {"ln-unbiased-variance": ["transformer_block"], "att-transposed-causal-mask": ["multi_head_attention",
+           "transformer_block"], "att-sdpa-drops-mask": ["multi_head_attention", "transformer_block"],
+           "mha-heads-view-without-transpose": ["transformer_block"], "mha-forward-computes-nothing": [
+           "transformer_block"], "att-strictly-lower-mask": ["multi_head_attention", "transformer_block"]}
+
+
+@pytest.mark.parametrize("name", sorted(CARRIED))
+def test_one_mistake_costs_the_parts_built_on_it_one_check_at_most(graded, name):
+    result = graded[name]
+    for part in CARRIED[name]:
+        earned, points = result["parts"][part]
+        assert 0 < points - earned <= 0.2 * points, f"{part}: {_describe(result)}"
+        failed = _failures(result, part)  # the own-parts check passed: every failure is carried forward
+        assert failed and all(t["output"].startswith("Carried forward from ") for t in failed), _describe(result)
+    # and names the part to fix first
+    assert f"({ENTRIES[name].part})" in _failures(result, CARRIED[name][0])[0]["output"]
 
 
 # --- pictures never change a verdict -------------------------------------------------------------------------

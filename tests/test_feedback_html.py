@@ -515,7 +515,7 @@ def test_grade_all_writes_each_students_page_and_the_class_index(graded, tmp_pat
     for expected in EXPECTED.values():
         for part, check in expected:
             assert re.search(rf"<td>{check}</td><td class='num'>1 of 3</td>", index), check
-    assert re.search(r"<td>test_input_grad_norm_returns_python_float</td><td class='num'>0 of 3</td>", index)
+    assert re.search(r"<td>test_causal_mask_values</td><td class='num'>0 of 3</td>", index)
     assert not EXTERNAL.search(index)
     for student in BUGS:
         page = pages / f"{student}.html"

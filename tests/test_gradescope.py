@@ -84,11 +84,15 @@ def check_specification(results: dict, visibility: str = VISIBILITY) -> None:
     assert results["visibility"] == visibility
     assert results["stdout_visibility"] == "hidden"
     assert isinstance(results["extra_data"], dict)
+    verdicts = {f"{part}: {t[0]}": t[3] for part, stored in results["extra_data"].get("parts", {}).items()
+                for t in stored.get("tests", [])}
     for test in results["tests"]:
         assert set(test) == TEST_FIELDS
         assert isinstance(test["name"], str) and isinstance(test["output"], str)
         assert 0 <= test["score"] <= test["max_score"]
-        assert test["status"] == ("passed" if test["score"] == test["max_score"] > 0 else "failed")
+        # a check that carries no points (an own-parts check) passes or fails by its verdict alone
+        passed = test["score"] == test["max_score"] and (test["max_score"] > 0 or verdicts.get(test["name"], False))
+        assert test["status"] == ("passed" if passed else "failed")
         assert test["output_format"] == "text"
         assert test["visibility"] == visibility
     if results["tests"]:  # each test's score is rounded to 4 decimals
@@ -289,8 +293,12 @@ def test_a_grader_that_cannot_start_crashes_or_runs_out_of_time_still_writes_res
     check_specification(results)
     assert "exit status 3" in not_graded_output(results) and "the grader fell over" in printed
     (root / "results" / "results.json").write_text('{"score": 100}')  # a stale result must not stand
+    slow = student_notebook(ASSIGNMENT)  # a grade that takes longer than the 3 s allowed, however fast the machine
+    slow["cells"].append({"cell_type": "code", "execution_count": None, "id": "slow", "metadata": {}, "outputs": [],
+                          "source": "import time\ntime.sleep(30)\n"})
+    write_notebook(slow, root / "submission" / f"{ASSIGNMENT}.ipynb")
     started = time.monotonic()
-    results, _ = run_autograder(root, AUTOGRADER_RUN_TIMEOUT="3")  # grading takes longer than that
+    results, _ = run_autograder(root, AUTOGRADER_RUN_TIMEOUT="3")
     check_specification(results)
     assert "did not finish within 3 seconds" in not_graded_output(results)
     assert time.monotonic() - started < 20

@@ -258,6 +258,12 @@ class TestScore:
     message: str
     figure: Figure | None = None  # what a failed check saw, for the pictures in feedback
 
+    @property
+    def earned_all(self) -> bool:
+        """Whether the check counts as passed in every report: it passed and earned its whole share (a passed
+        check of a part that used torch's own implementation earned nothing; an own-parts check has no share)."""
+        return self.passed and self.score >= self.max_score
+
 
 @dataclass
 class PartScore:

@@ -117,11 +117,6 @@ def check_message(part: PartScore, test: TestScore) -> str:
     return message_text(message)
 
 
-def earned_all(test: TestScore) -> bool:
-    """Whether a check counts as passed: it earned its whole share (a passed check of a part that used torch's
-    own implementation earned nothing)."""
-    return test.passed and test.score >= test.max_score
-
 
 def one_line(value: object, limit: int) -> str:
     return clean_text(value, limit).replace("\n", " ").replace("\t", " ")

@@ -18,7 +18,7 @@ from typing import Any
 
 from autograder.judging.rubric import PartScore
 from autograder.protocol import clean_text
-from autograder.reports.formats import earned_all, one_line
+from autograder.reports.formats import one_line
 from autograder.reports.results import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, summary, write_text_atomic
 from autograder.result import GradeResult
 
@@ -29,7 +29,7 @@ TEXT_BUDGET = 16_000
 
 
 def _part_message(part: PartScore, limit: int) -> str:
-    failed = [test for test in part.tests if not earned_all(test)]
+    failed = [test for test in part.tests if not test.earned_all]
     if not failed:
         return f"all {len(part.tests)} checks passed"
     lines = [part.forbidden_notice(one_line(", ".join(part.forbidden), 200))] if part.forbidden else []
@@ -42,7 +42,7 @@ def results(result: GradeResult) -> dict[str, Any]:
     message = summary(result)[:MAX_OUTPUT_CHARS]
     limit = (TEXT_BUDGET - len(message)) // max(len(result.parts), 1)
     tests = [{"name": f"{one_line(part.part.title, 200)}: {round(part.score, 4):g} / {part.part.points:g} points",
-              "status": "pass" if all(earned_all(test) for test in part.tests) else "fail",
+              "status": "pass" if all(test.earned_all for test in part.tests) else "fail",
               "score": round(part.score, 4), "max_score": part.part.points,
               "message": _part_message(part, limit),
               "line_no": 0}  # the reporter appends " - line N" to a test's name unless line_no is 0

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Iterable
 
-from autograder.reports.formats import check_message, earned_all, one_line
+from autograder.reports.formats import check_message, one_line
 from autograder.reports.results import MAX_LINE_CHARS, summary, write_text_atomic
 from autograder.result import GradeResult
 
@@ -37,7 +37,7 @@ def _properties(parent: ET.Element, values: dict[str, str]) -> None:
 def testsuite(name: str, result: GradeResult) -> ET.Element:
     """The <testsuite> of one submission, named `name` (a student, or the submitted file)."""
     tests = [(part, test) for part in result.parts for test in part.tests]
-    failures = sum(not earned_all(test) for _, test in tests)
+    failures = sum(not test.earned_all for _, test in tests)
     suite = ET.Element("testsuite", name=_xml(one_line(name, MAX_NAME_CHARS)), tests=str(len(tests)),
                        failures=str(failures), errors="0", skipped="0", time=f"{result.seconds:.3f}")
     _properties(suite, {"assignment": one_line(result.assignment, MAX_NAME_CHARS),
@@ -48,7 +48,7 @@ def testsuite(name: str, result: GradeResult) -> ET.Element:
         case = ET.SubElement(suite, "testcase", classname=_xml(one_line(part.part.name, MAX_NAME_CHARS)),
                              name=_xml(one_line(test.name, MAX_NAME_CHARS)))
         _properties(case, {"points": _number(test.score), "max_points": _number(test.max_score)})
-        if not earned_all(test):
+        if not test.earned_all:
             message = check_message(part, test)
             if result.unreadable:  # every check failed for the same reason: say it first
                 headline, kind = f"not graded: {one_line(result.unreadable, MAX_LINE_CHARS)}", "not graded"

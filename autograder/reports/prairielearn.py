@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.protocol import clean_text
-from autograder.reports.formats import check_message, earned_all, one_line
+from autograder.reports.formats import check_message, one_line
 from autograder.reports.results import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, summary, write_json_atomic
 from autograder.result import GradeResult
 
@@ -28,7 +28,7 @@ def results(result: GradeResult) -> dict[str, Any]:
     tests = [{"name": one_line(f"{part.part.name}: {test.name}", MAX_LINE_CHARS),
               "description": one_line(part.part.title, MAX_LINE_CHARS),
               "points": round(test.score, 4), "max_points": round(test.max_score, 4),
-              "message": "" if earned_all(test) else clean_text(check_message(part, test), limit)}
+              "message": "" if test.earned_all else clean_text(check_message(part, test), limit)}
              for part, test in checks]
     fraction = result.score / result.max_score if result.max_score else 0.0
     return {"gradable": True, "score": min(max(fraction, 0.0), 1.0),

@@ -81,7 +81,7 @@ def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_finger
         for test in part.tests:
             tests.append({"name": f"{part.part.name}: {test.name}", "score": _round(test.score),
                           "max_score": _round(test.max_score),
-                          "status": "passed" if test.score == test.max_score and test.max_score else "failed",
+                          "status": "passed" if test.earned_all else "failed",
                           # plain text: a message can quote the submission, which must not render as markup
                           "output": _output(part, test), "output_format": "text", "visibility": visibility})
     return {

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import pytest
 import torch
 
 from autograder.judging import evidence
@@ -25,12 +26,28 @@ def one_hot_cotangents(shape: Sequence[int], *, seed: int, dtype: torch.dtype) -
     return cots
 
 
+MASK_CAUSE = "The causal mask must block every key j > t before the softmax."
+
+
+def _cause(cause: Callable[[], str] | None) -> str:
+    """Where a leak comes from: the suite's finding, or the mask when it has none (or its finding failed)."""
+    if cause is None:
+        return MASK_CAUSE
+    try:
+        return cause()
+    except pytest.fail.Exception:  # the student's code raised while the cause was looked for
+        return MASK_CAUSE
+
+
 def check_causal_jacobian(vjp_fn: Callable[[list[torch.Tensor]], list[list[torch.Tensor | None]]],
                           inputs: Sequence[torch.Tensor], names: Sequence[str], out_shape: Sequence[int], *,
-                          must_matter: Sequence[str], what: str, seed: int) -> None:
+                          must_matter: Sequence[str], what: str, seed: int,
+                          cause: Callable[[], str] | None = None) -> None:
     """Autograd Jacobian of output position t w.r.t. every input position j > t must be exactly 0, and the
     Jacobian w.r.t. each input in `must_matter` must be nonzero at every j <= t.  `vjp_fn(cotangents)` returns,
-    per cotangent, one gradient (or None) per input.  Sequence is dim -2 of every input and of the output."""
+    per cotangent, one gradient (or None) per input.  Sequence is dim -2 of every input and of the output.
+    `cause`, asked only on a leak, says where it comes from when the suite can tell (a module whose own
+    reshaping mixes positions, not its mask); by default the mask is blamed."""
     dtype = inputs[0].dtype
     cots = one_hot_cotangents(out_shape, seed=seed, dtype=dtype)
     grads = vjp_fn(cots)
@@ -54,8 +71,8 @@ def check_causal_jacobian(vjp_fn: Callable[[list[torch.Tensor]], list[list[torch
             if leak:
                 mag = max(float(g[..., j, :].abs().max()) for j in leak)
                 fail(f"{what}: output position {t} depends on future position(s) {leak} of `{name}` "
-                     f"(gradient up to {mag:.3g}; it must be exactly 0). The causal mask must block every key "
-                     f"j > t before the softmax.", dependence())
+                     f"(gradient up to {mag:.3g}; it must be exactly 0). {_cause(cause)}",
+                     dependence())
             if name in must_matter:
                 dead = [j for j in range(min(t + 1, seq_in)) if not bool((g[..., j, :] != 0).any())]
                 if dead:
@@ -65,9 +82,9 @@ def check_causal_jacobian(vjp_fn: Callable[[list[torch.Tensor]], list[list[torch
 
 
 def check_causal_perturbation(forward: Callable[[list[torch.Tensor]], Any], inputs: Sequence[torch.Tensor],
-                              *, what: str, seed: int, h: float = 0.1) -> None:
+                              *, what: str, seed: int, h: float = 0.1, cause: Callable[[], str] | None = None) -> None:
     """Perturbing every input at positions j > t by +h*r and by -h*r must leave output positions <= t
-    bit-identical."""
+    bit-identical (`cause` as for check_causal_jacobian)."""
     base = expect_tensor(forward(list(inputs)), what=what, dtype=inputs[0].dtype)
     seq = base.shape[-2]
 
@@ -87,7 +104,7 @@ def check_causal_perturbation(forward: Callable[[list[torch.Tensor]], Any], inpu
                 changed = [p for p in range(t + 1) if not torch.equal(out[..., p, :], base[..., p, :])]
                 fail(f"{what}: changing the input at positions > {t} (by {'+' if sign > 0 else '-'}{h} times a "
                      f"random direction) changed the output at position(s) {changed}; with a causal mask they "
-                     f"must stay bit-identical.", Later(lambda: perturbation_dependence(base, moved_output, what)))
+                     f"must stay bit-identical. {_cause(cause)}", Later(lambda: perturbation_dependence(base, moved_output, what)))
 
 
 def check_depends_on_future(forward: Callable[[list[torch.Tensor]], Any], inputs: Sequence[torch.Tensor],

@@ -28,6 +28,14 @@ def within_tolerance(actual: torch.Tensor, expected: torch.Tensor, atol: float, 
     return ok | same_nonfinite
 
 
+def composition_tolerance(expected: torch.Tensor) -> float:
+    """The allowed absolute error between the student's whole module and the trusted side's composition of the
+    student's own pieces (the own-parts checks): the same float64 arithmetic up to the order of operations.
+    Scaled by the largest finite entry, so that a NaN both sides share (a fully masked row) leaves it usable."""
+    finite = expected.detach()[torch.isfinite(expected.detach())]
+    return 1e-9 * (1.0 + (float(finite.abs().max()) if finite.numel() else 0.0))
+
+
 def reference_tolerance(reference: Callable[[torch.dtype], torch.Tensor], dtype: torch.dtype, *,
                         factor: float = DEFAULT_FACTOR, floor_ulps: float = FLOOR_ULPS
                         ) -> tuple[torch.Tensor, float]:
