@@ -521,3 +521,21 @@ def test_grade_all_writes_each_students_page_and_the_class_index(graded, tmp_pat
         page = pages / f"{student}.html"
         print(f"{student} ({BUGS[student]}): page {page.stat().st_size / 1000:.0f} kB, graded and drawn in "
               f"{seconds[student]:.1f} s")
+
+
+def test_the_class_index_lists_the_known_mistakes_most_students_made():
+    """Each hint counted once per student, however many checks gave it; hints of passed checks never."""
+    def student(*hints: str) -> GradeResult:
+        tests = [Score("layer_norm", f"test_{i}", 0.0, 2.0, False, f"off\n  Hint: {hint}") for i, hint in
+                 enumerate(hints)]
+        return _one_part_failing(tests)[0]
+
+    evil = "<script>x</script> as a hint"
+    results = [("ann", student(HINT, HINT, HINT)), ("bo", student(HINT, evil)), ("cy", student())]
+    passed = next(p for p in results[2][1].parts if p.part.name == "layer_norm")
+    passed.tests.append(Score("layer_norm", "test_ok", 2.0, 2.0, True, "  Hint: never shown"))
+    page = html.class_index(ASSIGNMENT, results)
+    rows = re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td><td class='num'>(\d) of 3</td></tr>", page)
+    assert ("Layer normalisation", HINT, "2") in rows
+    assert ("Layer normalisation", "&lt;script&gt;x&lt;/script&gt; as a hint", "1") in rows and "<script>" not in page
+    assert "never shown" not in page

@@ -127,9 +127,15 @@ def _evidence(test: TestScore, pictures: _Pictures) -> list[str]:
     return out
 
 
+def _hints_of(test: TestScore) -> list[str]:
+    """The hints a check's message gives: the known mistakes its output matched."""
+    lines = message_text(test.message).split("\n")
+    return [line.strip()[len("Hint:"):].strip() for line in lines if line.strip().startswith("Hint:")]
+
+
 def _failed_check(test: TestScore, pictures: _Pictures, given: dict[tuple[str, ...], str]) -> str:
     lines = message_text(test.message).split("\n")
-    hints = [line.strip()[len("Hint:"):].strip() for line in lines if line.strip().startswith("Hint:")]
+    hints = _hints_of(test)
     rest = "\n".join(line for line in lines if not line.strip().startswith("Hint:")).strip()
     html_parts = [f'<article class="check"><h3>{_text(test.name, MAX_NAME_CHARS)}</h3>']
     if rest:
@@ -210,7 +216,8 @@ def _full(score: float, points: float) -> bool:
 
 def class_index(assignment: str, results: Sequence[tuple[str, GradeResult]]) -> str:
     """The instructor's overview of a class: score distribution, mean score per part, how many students
-    failed each check (in the suites' order), and a link to each student's page."""
+    failed each check (in the suites' order), the known mistakes most of them made, the submissions to review
+    and a link to each student's page."""
     name = _text(assignment)
     scores = [r.score for _, r in results]
     max_score = results[0][1].max_score if results else 0.0
@@ -247,6 +254,7 @@ def class_index(assignment: str, results: Sequence[tuple[str, GradeResult]]) -> 
                       f'<th class="num">failed by</th></tr>{rows}</table></div>')
     body.append('<div class="panel"><h2>Failed checks</h2><p>How many students failed each check.</p>'
                 f'{"".join(tables)}</div>')
+    body += _known_mistakes(results, titles)
     rows = "".join(f'<tr><td><a href="{html.escape(_student_href(s))}">{_text(s, MAX_NAME_CHARS)}</a></td>'
                    f"<td>{_text(found.function)}</td><td class='num'>{found.share:.0%}</td></tr>"
                    for s, r in results for found in r.resembles)
@@ -260,6 +268,27 @@ def class_index(assignment: str, results: Sequence[tuple[str, GradeResult]]) -> 
     body.append('<div class="panel"><h2>Students</h2><div class="scroll"><table><tr><th>student</th>'
                 f"<th class='num'>score</th></tr>{rows}</table></div></div>")
     return _page(f"{name}: class overview", body)
+
+
+MOST_FREQUENT = 10
+
+
+def _known_mistakes(results: Sequence[tuple[str, GradeResult]], titles: dict[str, str]) -> list[str]:
+    """The known mistakes (the hints failed checks gave) most students made, each counted once per student."""
+    students: dict[tuple[str, str], int] = {}
+    for _, result in results:
+        made = {(part.part.name, hint) for part in result.parts for test in part.tests if not test.passed
+                for hint in _hints_of(test)}
+        for key in made:
+            students[key] = students.get(key, 0) + 1
+    if not students:
+        return []
+    top = sorted(students.items(), key=lambda item: (-item[1], item[0]))[:MOST_FREQUENT]
+    rows = "".join(f"<tr><td>{_text(titles[p])}</td><td>{html.escape(hint)}</td><td class='num'>{n} of "
+                   f"{len(results)}</td></tr>" for (p, hint), n in top)
+    return ['<div class="panel"><h2>Most frequent known mistakes</h2><p>What the hints said, by how many students '
+            'got each.</p><div class="scroll"><table><tr><th>part</th><th>hint</th><th class="num">students'
+            f"</th></tr>{rows}</table></div></div>"]
 
 
 def write_class(folder: Path, assignment: str, results: Sequence[tuple[str, GradeResult]]) -> None:
