@@ -11,10 +11,16 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-# torch==2.13.0 comes from the machine's local CPU wheel; requirements.lock pins everything else.
+# torch==2.13.0 is always its CPU build.  A machine whose pip finds a local wheel of it (its find-links, as on the
+# course machines) installs that one; any other (a laptop, a server) gets it from PyTorch's CPU index, whose
+# 2.13.0+cpu sorts above PyPI's multi-GB CUDA build of 2.13.0.  TORCH_INDEX=URL names another index, TORCH_INDEX=
+# none at all.  requirements.lock pins everything else.
+LOCAL_TORCH := $(foreach d,$(subst file://,,$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)),$(wildcard $(d)/torch-2.13.0+cpu-*.whl))
+TORCH_INDEX ?= $(if $(LOCAL_TORCH),,https://download.pytorch.org/whl/cpu)
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[instructor,test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) \
+		-c requirements.lock -e '.[instructor,test]'
 	touch $(STAMP)
 
 demo: $(STAMP)

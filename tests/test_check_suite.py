@@ -7,7 +7,7 @@ import pytest
 
 from autograder.authoring import check_suite
 from autograder.authoring.assignment import Assignment
-from autograder.authoring.catalogue import Catalogue, CatalogueError, Entry
+from autograder.authoring.catalogue import Catalogue, CatalogueError, Entry, load
 from autograder.cli import build_parser
 from conftest import run_cli
 
@@ -44,3 +44,18 @@ def test_an_unknown_assignment_is_one_line_and_exit_2():
     done = run_cli("check-suite", "no_such_assignment")
     assert done.returncode == 2
     assert "no_such_assignment" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_the_demo_says_what_each_sample_student_handed_in(tmp_path):
+    """bob's bug is the catalogue's demo entry of each assignment, so the demo's table names it per assignment."""
+    from autograder.authoring.demo import grade_table
+    from autograder.authoring.samples import demo_class_work
+
+    grades = tmp_path / "grades.csv"
+    grades.write_text("student_id,score,max_score\nbob,57.8,100\nalice,100,100\ncarol,0,100\n")
+    for assignment in ("transformer_block", "gpt_decoder"):
+        demo = load(assignment).entry(load(assignment).demo)
+        table = grade_table(grades, demo_class_work(assignment)).splitlines()
+        assert table[0].endswith("handed in") and table[1].startswith("alice") and "correct" in table[1]
+        assert table[2].startswith("bob") and table[2].endswith(f"one bug in {demo.part}: {demo.description}")
+        assert "untouched" in table[3]

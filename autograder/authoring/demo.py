@@ -18,7 +18,7 @@ from pathlib import Path
 
 from autograder import REPO_ROOT
 from autograder.authoring.assignment import assignment_names
-from autograder.authoring.samples import write_demo_class
+from autograder.authoring.samples import demo_class_work, write_demo_class
 
 COURSE_ID = "transformer-blocks"
 
@@ -92,11 +92,14 @@ class Course:
         return grades
 
 
-def grade_table(grades_csv: Path) -> str:
+def grade_table(grades_csv: Path, work: dict[str, str] | None = None) -> str:
+    """nbgrader's exported grades, with what each student handed in when `work` says."""
     with grades_csv.open(newline="", encoding="utf-8") as handle:
         rows = sorted(csv.DictReader(handle), key=lambda r: r["student_id"])
-    lines = [f"{'student':<10} {'score':>7} {'max':>5}"]
-    lines += [f"{r['student_id']:<10} {float(r['score']):>7.2f} {float(r['max_score']):>5.0f}" for r in rows]
+    work = work or {}
+    lines = [f"{'student':<10} {'score':>7} {'max':>5}" + ("  handed in" if work else "")]
+    lines += [f"{r['student_id']:<10} {float(r['score']):>7.2f} {float(r['max_score']):>5.0f}"
+              + (f"  {work.get(r['student_id'], '')}" if work else "") for r in rows]
     return "\n".join(lines)
 
 
@@ -121,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         root = args.course_dir / assignment
         grades = run(root, assignment)
         print(f"{assignment}\nFeedback: {root / 'feedback'}\nGradebook: {root / 'gradebook.db'}\nGrades: {grades}\n")
-        print(grade_table(grades) + "\n")
+        print(grade_table(grades, demo_class_work(assignment)) + "\n")
     return 0
 
 

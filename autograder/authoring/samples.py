@@ -30,6 +30,15 @@ def write_notebook(notebook: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def demo_class_work(assignment: str) -> dict[str, str]:
+    """What each demo student handed in, in words: the demo prints it beside the grades."""
+    catalogue = load(assignment)
+    bob = catalogue.entry(catalogue.demo) if catalogue.demo else REFERENCE
+    return {"alice": "correct (the reference solution)",
+            "bob": f"one bug in {bob.part}: {bob.description}" if bob.part else "correct",
+            "carol": "the release untouched (nothing implemented)"}
+
+
 def write_demo_class(assignment: str, folder: Path) -> dict[str, Path]:
     """Three students: one correct, one with the mistake the manifest chose for the demo, one who submitted
     the release untouched."""
