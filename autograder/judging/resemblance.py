@@ -59,8 +59,13 @@ class Resemblance:
 def _normalised(source: str) -> list[str]:
     """The tokens of `source` that say what it does: a name is `v` unless it follows a dot, a number `0`, a
     string `s`; docstrings, comments and layout are dropped.  Text that stops tokenizing ends the stream."""
-    out: list[str] = []
-    line: list[str] = []
+    return [word for word, _ in normalised_tokens(source)]
+
+
+def normalised_tokens(source: str) -> list[tuple[str, int]]:
+    """`_normalised`'s tokens, each with the line of `source` (from 1) it stands for: where a match is."""
+    out: list[tuple[str, int]] = []
+    line: list[tuple[str, int]] = []
     previous = ""
     try:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -68,9 +73,9 @@ def _normalised(source: str) -> list[str]:
             if kind in SKIPPED:
                 continue
             if kind == tokenize.NEWLINE:
-                if line and set(line) != {"s"}:  # a line of strings only is a docstring
+                if line and {word for word, _ in line} != {"s"}:  # a line of strings only is a docstring
                     out += line
-                    out.append(";")
+                    out.append((";", token.start[0]))
                 line, previous = [], ""
                 continue
             if kind == tokenize.NAME:
@@ -81,18 +86,22 @@ def _normalised(source: str) -> list[str]:
                 word = "s"
             else:
                 word = text
-            line.append(word)
+            line.append((word, token.start[0]))
             previous = text
     except (tokenize.TokenError, SyntaxError):
         pass
     return out + line
 
 
+def kgram_hashes(tokens: Sequence[str]) -> list[int]:
+    """The hash of each NOISE-gram of a normalised token stream, in order."""
+    return [int.from_bytes(hashlib.blake2b("\x1f".join(tokens[i:i + NOISE]).encode(), digest_size=8).digest(),
+                           "big") for i in range(len(tokens) - NOISE + 1)]
+
+
 def fingerprints(source: str) -> set[int]:
     """The winnowed hashes of `source`'s NOISE-grams: the smallest of every WINDOW consecutive ones."""
-    tokens = _normalised(source)
-    hashes = [int.from_bytes(hashlib.blake2b("\x1f".join(tokens[i:i + NOISE]).encode(), digest_size=8).digest(),
-                             "big") for i in range(len(tokens) - NOISE + 1)]
+    hashes = kgram_hashes(_normalised(source))
     if len(hashes) <= WINDOW:
         return {min(hashes)} if hashes else set()
     return {min(hashes[i:i + WINDOW]) for i in range(len(hashes) - WINDOW + 1)}
