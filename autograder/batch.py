@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import io
 import json
 import multiprocessing
@@ -20,6 +21,7 @@ import os
 import signal
 import socket
 import sys
+import unicodedata
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +29,7 @@ from typing import Any, Callable, Iterator
 
 from autograder.judging.fingerprint import assignment_fingerprint
 from autograder.host.intake import submission_sha256
-from autograder.result import GradeResult, as_text
+from autograder.result import GradeResult, csv_cell, display_name
 from autograder.interrupts import JudgingInterrupted, raise_terminated
 from autograder.reports.results import from_gradescope, gradescope, write_json_atomic
 from autograder.judging.rubric import Rubric
@@ -38,14 +40,16 @@ SUBMISSION_SUFFIXES = (".ipynb", ".py")
 
 @dataclass(frozen=True)
 class Entry:
-    student: str
+    student: str  # display_name of the file's stem or the student's folder: shown as it is, and names the result
     path: Path  # where the submission should be: whatever is there is read as autograder.host.intake reads
     root: Path  # the folder it was found in, below which no symbolic link is followed
 
 
 def discover(folder: Path, assignment: str) -> list[Entry]:
     """A flat folder of files (student = file stem), or nbgrader's submitted/<student>/<assignment>/ layout
-    (given either the `submitted` folder or the course root).  Every name that stands where a submission
+    (given either the `submitted` folder or the course root); students are named by the name's display_name,
+    so that no writer ever shows a control character of it.  Two entries may name one student (alice.py and
+    alice.ipynb): `choose` decides.  Every name that stands where a submission
     should be is an entry, whatever it is (a link, a FIFO, a folder called x.ipynb): reading it refuses what
     is not a regular file inside the folder, and the student scores 0 with the reason, in their own row."""
     if (folder / "submitted").is_dir():
@@ -53,13 +57,13 @@ def discover(folder: Path, assignment: str) -> list[Entry]:
     entries, student_dirs = [], []
     for p in sorted(folder.iterdir()):
         if p.suffix in SUBMISSION_SUFFIXES:
-            entries.append(Entry(as_text(p.stem), p, folder))
+            entries.append(Entry(display_name(p.stem), p, folder))
         elif not p.name.startswith(".") and (p / assignment).is_dir():  # followed: a linked folder is an entry too
             student_dirs.append(p)
     for student_dir in student_dirs:
         notebook = _notebook_in(student_dir, assignment)
         if notebook is not None:
-            entries.append(Entry(as_text(student_dir.name), notebook, folder))
+            entries.append(Entry(display_name(student_dir.name), notebook, folder))
     return entries
 
 
@@ -74,8 +78,97 @@ def _notebook_in(student_dir: Path, assignment: str) -> Path | None:
     return notebooks[0] if notebooks else None
 
 
+def stderr_log(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+# --- two submissions of one student ---------------------------------------------------------------------------
+
+DUPLICATE_RULES = ("refuse", "newest", "ipynb", "py")
+DUPLICATES_HELP = ("what to do when two submissions name one student (alice.py and alice.ipynb; names that "
+                   "differ only in case or Unicode normalisation count as one, since their results would share a "
+                   "file on macOS or Windows): refuse (the default) prints one line per such student, naming its "
+                   "files, and exits 2 before grading anything; newest grades the one modified last; ipynb (py) "
+                   "grades the notebook (the script), the newest of them if there are several, else the newest")
+
+
+class DuplicateSubmissions(Exception):
+    """Students that two or more entries name, under the rule "refuse": one line each, in `lines`."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+def student_key(student: str) -> str:
+    """What two names must differ in to be two students: not only case or Unicode normalisation, which
+    case-insensitive file systems (macOS, Windows) ignore, so that their results would share one file."""
+    return unicodedata.normalize("NFC", student).casefold()
+
+
+def _relative(entry: Entry) -> str:
+    try:
+        return str(entry.path.relative_to(entry.root))
+    except ValueError:
+        return entry.path.name
+
+
+def entry_label(entry: Entry) -> str:
+    """The submission as the instructor finds it: its path below the folder, shown as display_name shows it."""
+    return display_name(_relative(entry))
+
+
+def _labels(group: list[Entry]) -> list[str]:
+    labels = [entry_label(e) for e in group]
+    if len(set(labels)) < len(labels):  # names that show alike (an escape's spelling and the character): as bytes
+        labels = [ascii(os.fsencode(_relative(e)))[1:] for e in group]
+    return labels
+
+
+def _modified(entry: Entry) -> float:
+    try:
+        return os.lstat(entry.path).st_mtime  # a link is judged by itself: reading refuses it anyway
+    except OSError:
+        return float("-inf")
+
+
+def choose(entries: list[Entry], rule: str = "refuse",
+           log: Callable[[str], None] = stderr_log) -> list[Entry]:
+    """One entry per student: raises DuplicateSubmissions under "refuse" when any student has several, else
+    keeps the one `rule` picks (DUPLICATES_HELP) and logs which."""
+    if rule not in DUPLICATE_RULES:
+        raise ValueError(f"duplicates rule {rule!r} is not one of {', '.join(DUPLICATE_RULES)}")
+    groups: dict[str, list[Entry]] = {}
+    for entry in entries:
+        groups.setdefault(student_key(entry.student), []).append(entry)
+    several = [group for group in groups.values() if len(group) > 1]
+    if not several:
+        return entries
+    if rule == "refuse":
+        raise DuplicateSubmissions([
+            f"student {display_name(group[0].student)} has {len(group)} submissions ({', '.join(_labels(group))}): "
+            f"--duplicates {'|'.join(DUPLICATE_RULES[1:])} grades one of them" for group in several])
+    dropped = set()
+    for group in several:
+        kind = f".{rule}" if rule != "newest" else None
+        kept = max(group, key=lambda e: (kind is not None and e.path.suffix == kind, _modified(e)))
+        dropped.update(id(e) for e in group if e is not kept)
+        labels = dict(zip(map(id, group), _labels(group)))
+        log(f"{display_name(kept.student)}: {len(group)} submissions ({', '.join(labels[id(e)] for e in group)}): "
+            f"graded {labels[id(kept)]} (--duplicates {rule})")
+    return [entry for entry in entries if id(entry) not in dropped]
+
+
 def result_path(out_dir: Path, student: str) -> Path:
-    return out_dir / f"{student}.json"
+    """`student`.json; a name too long to be a file name keeps a prefix and a digest of the whole."""
+    name = f"{student}.json"
+    if len(os.fsencode(name)) > 255:
+        digest = hashlib.sha256(student.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        prefix = student
+        while len(prefix.encode("utf-8", "surrogateescape")) > 180:
+            prefix = prefix[:-10]
+        name = f"{prefix}-{digest}.json"
+    return out_dir / name
 
 
 STALE_ASSIGNMENT = "graded with a different version of the assignment (suites, rubric, kit or limits changed)"
@@ -99,24 +192,22 @@ def stale_reason(out_dir: Path, entry: Entry, fingerprint: str) -> str | None:
     return None
 
 
-def stderr_log(line: str) -> None:
-    print(line, file=sys.stderr)
-
-
 def pending_entries(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits,
-                    log: Callable[[str], None] = stderr_log) -> tuple[list[Entry], list[Entry]]:
-    """(every submission in `folder`, those that need grading); logs the ones kept and why others are
-    regraded."""
-    entries = discover(folder, rubric.assignment)
+                    log: Callable[[str], None] = stderr_log,
+                    duplicates: str = "refuse") -> tuple[list[Entry], list[Entry]]:
+    """(every submission in `folder`, one per student, `duplicates` deciding (see choose); those that need
+    grading); logs the ones kept and why others are regraded.  Raises DuplicateSubmissions before anything
+    is graded."""
+    entries = choose(discover(folder, rubric.assignment), duplicates, log)
     fingerprint = assignment_fingerprint(rubric, limits)
     pending = []
     for entry in entries:
         reason = stale_reason(out_dir, entry, fingerprint)
         if reason is None:
-            log(f"{entry.student}: already graded, kept")
+            log(f"{display_name(entry.student)}: already graded, kept")
             continue
         if reason:
-            log(f"{entry.student}: {reason}: regraded")
+            log(f"{display_name(entry.student)}: {reason}: regraded")
         pending.append(entry)
     return entries, pending
 
@@ -140,7 +231,7 @@ def record(out_dir: Path, entry: Entry, result_json: dict) -> None:
 
 def result_line(entry: Entry, result: GradeResult) -> str:
     review = "".join(f"; to review: {r.share:.0%} of {r.function}" for r in result.resembles)
-    return f"{entry.student}: {result.score:g} / {result.max_score:g} ({result.seconds:.1f} s){review}"
+    return f"{display_name(entry.student)}: {result.score:g} / {result.max_score:g} ({result.seconds:.1f} s){review}"
 
 
 def _grade_and_record(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limits) -> str:
@@ -214,7 +305,7 @@ def _init_worker(controls: list[socket.socket], taken: Any) -> None:
 def _grade_in_worker(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limits) -> str:
     global _grading
     if _stopping:
-        raise JudgingInterrupted(f"{entry.student}: not started, the batch was stopped")
+        raise JudgingInterrupted(f"{display_name(entry.student)}: not started, the batch was stopped")
     _grading = True
     try:
         return _grade_and_record(entry, out_dir, rubric, limits)
@@ -247,9 +338,10 @@ def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
 
 
 def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs: int = 1,
-              log: Callable[[str], None] = stderr_log) -> list[Entry]:
-    """Raises JudgingInterrupted or KeyboardInterrupt when stopped; every result written so far stays."""
-    entries, pending = pending_entries(folder, out_dir, rubric, limits, log)
+              log: Callable[[str], None] = stderr_log, duplicates: str = "refuse") -> list[Entry]:
+    """Raises DuplicateSubmissions before grading (see choose); JudgingInterrupted or KeyboardInterrupt when
+    stopped, every result written so far staying."""
+    entries, pending = pending_entries(folder, out_dir, rubric, limits, log, duplicates)
     if jobs <= 1:
         with progress(len(pending), log) as graded:
             for entry in pending:
@@ -276,7 +368,7 @@ def grades_rows(out_dir: Path, entries: list[Entry], rubric: Rubric) -> Iterator
     for entry in entries:
         data = json.loads(result_path(out_dir, entry.student).read_text(encoding="utf-8"))
         by_part = data["extra_data"]["parts"]
-        yield [entry.student, f"{data['score']:g}", f"{data['max_score']:g}",
+        yield [csv_cell(display_name(entry.student)), f"{data['score']:g}", f"{data['max_score']:g}",
                *(f"{by_part[p]['score']:g}" for p in parts)]
 
 

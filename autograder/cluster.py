@@ -119,11 +119,11 @@ def _read(entry: Entry) -> bytes | str:
 
 
 def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, scheduler: str,
-              log: Callable[[str], None] = stderr_log) -> list[Entry]:
+              log: Callable[[str], None] = stderr_log, duplicates: str = "refuse") -> list[Entry]:
     """Like autograder.batch.grade_all, on the cluster at `scheduler`, which is contacted only when something
     is left to grade.  Raises ClusterUnusable (exit 2), or JudgingInterrupted / KeyboardInterrupt when
-    stopped; every result recorded so far stays."""
-    entries, pending = pending_entries(folder, out_dir, rubric, limits, log)
+    stopped; every result recorded so far stays.  Raises DuplicateSubmissions before contacting it."""
+    entries, pending = pending_entries(folder, out_dir, rubric, limits, log, duplicates)
     if pending:
         _grade_on_cluster(pending, out_dir, rubric, limits, scheduler, log)
     write_grades_csv(out_dir, entries, rubric)

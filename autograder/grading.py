@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from autograder.judging.fingerprint import cells_sha256
-from autograder.result import GradeResult, as_text
+from autograder.result import GradeResult, as_text, display_name
 from autograder.interrupts import JudgingInterrupted, interruption
 from autograder.judging.judge import run_suite
 from autograder.judging.resemblance import resemblances
@@ -49,7 +49,7 @@ def grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool = True
     except JudgingInterrupted:
         raise
     except KeyboardInterrupt as exc:  # a signal outside the judge (while loading, say): no grade either
-        raise interruption(exc, f"while grading {as_text(path.name)}") from exc
+        raise interruption(exc, f"while grading {display_name(path.name)}") from exc
 
 
 _frozen_in: int | None = None  # the process that froze its imports
@@ -70,7 +70,7 @@ def _grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool, with
     _freeze_imports()
     started = time.monotonic()
     torch.set_num_threads(1)  # references computed the same way whatever the machine
-    result = GradeResult(as_text(path.name), "", rubric.assignment, [], rubric.max_score)
+    result = GradeResult(display_name(path.name), "", rubric.assignment, [], rubric.max_score)
     try:
         if refused:
             raise UnreadableSubmission(refused)

@@ -54,7 +54,8 @@ from traitlets import Bool, Float, Int, List, TraitType, Unicode
 
 from autograder.judging.fingerprint import assignment_fingerprint, file_cells_sha256
 from autograder.grading import Unjudgeable, grade_file
-from autograder.result import GradeResult
+from autograder.batch import result_path
+from autograder.result import GradeResult, display_name
 from autograder.reports import figures
 from autograder.reports.results import from_gradescope, message_text, summary
 from autograder.judging.judge import run_suite
@@ -148,7 +149,7 @@ def read_submitted(path: Path, rubric: Rubric, log: Any = None, within: Path | N
         return None, f"{path.name} cannot be read by nbgrader: its cells cannot be rebuilt as a valid notebook"
     if log is not None:
         log.info("%s: nbformat does not read it as the grader does; rebuilt as a valid notebook from its cells",
-                 path)
+                 display_name(str(path)))
     return nb, ""
 
 
@@ -174,7 +175,7 @@ class SubmissionExporter(NotebookExporter):
         within = path.parents[2] if nested and len(path.parents) > 2 else path.parent
         nb, reason = read_submitted(path, _rubric(self.config, info["assignment"]), self.log, within)
         if nb is None:
-            self.log.warning("%s not graded: %s", info["student"], reason)
+            self.log.warning("%s not graded: %s", display_name(info["student"]), reason)
             nb = refused_notebook(reason)
             resources[KIT] = {"unreadable": reason}
         metadata = resources.setdefault("metadata", {})  # what nbconvert's own from_filename records
@@ -263,7 +264,7 @@ class ReleaseCells(NbGraderPreprocessor):
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         release = {cell.name: cell for cell in release_cells(resources)}
-        student = resources["nbgrader"]["student"]
+        student = display_name(resources["nbgrader"]["student"])  # for the log: a folder name is hostile
         nb.metadata.pop(KIT, None)
         if resources.get(KIT, {}).get("unreadable"):
             nb.metadata[KIT] = {"unreadable": resources[KIT]["unreadable"]}
@@ -427,7 +428,8 @@ class SandboxedGrading(_LimitTraits):
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         rubric = load_rubric(self.assignment or resources["nbgrader"]["assignment"])
-        student = resources["nbgrader"]["student"]
+        # shown in the log, and as grade-all names the student (<student>.json to reuse)
+        student = display_name(resources["nbgrader"]["student"])
         kit = nb.metadata.pop(KIT, None)  # ReleaseCells' (a submission's own was dropped when it was read)
         refused = kit.get("unreadable") if isinstance(kit, dict) else None
         if isinstance(refused, str) and refused:
@@ -466,7 +468,7 @@ class SandboxedGrading(_LimitTraits):
             return None
         fingerprint = assignment_fingerprint(rubric, self.limits())
         for folder in self.reuse_results_from:
-            candidate = Path(folder) / f"{student}.json"
+            candidate = result_path(Path(folder), student)
             if not candidate.is_file():
                 continue
             # instructor-written, yet possibly half-copied or from another tool: anything wrong means grading

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterator
 
 from autograder import protocol
 from autograder.interrupts import Terminated, raise_terminated
+from autograder.result import display_name
 
 VARIABLE = "AUTOGRADER_SERVICE"
 REQUEST_SECONDS = 10.0  # to send a request, or to answer a stop
@@ -229,7 +230,7 @@ def _serve_one(conn: socket.socket, run: Callable[[list[str]], int], stopper: _S
             except Exception as exc:  # noqa: BLE001 - the kit's own bug: said to this client, the service goes on
                 print(f"python -m autograder: internal error ({type(exc).__name__}: {exc})", file=sys.stderr)
                 code = 1
-    log(f"grade {' '.join(argv[1:])}: exit {code} in {time.monotonic() - began:.1f} s")
+    log(f"grade {' '.join(display_name(arg) for arg in argv[1:])}: exit {code} in {time.monotonic() - began:.1f} s")
     with contextlib.suppress(OSError):
         protocol.send(conn, {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
         conn.shutdown(socket.SHUT_RDWR)

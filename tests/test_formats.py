@@ -198,7 +198,8 @@ def test_junit_survives_hostile_text(tmp_path):
     ET.fromstring(text.encode("utf-8"))  # well-formed
     checks = junit_checks(path)
     [suite_name] = {suite for suite, _, _ in checks}
-    assert suite_name.startswith("stu\\xe9dent") and "\ufffd" in suite_name  # the file name's byte, escaped
+    assert suite_name.startswith("stu\\xe9dent")  # the file name's byte, escaped
+    assert "\\x1b[31mred" in suite_name and "bidi\\u202e" in suite_name  # its controls too: visibly
     cases = {case.name: (case, properties) for _, case, properties in checks}
     hostile, properties = next(v for k, v in cases.items() if k.startswith("test_hostile"))
     [failure] = hostile.result

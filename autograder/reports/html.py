@@ -25,7 +25,7 @@ from autograder.protocol import UNISOLATED, clean_text
 from autograder.reports import figures
 from autograder.reports.results import (MAX_LINE_CHARS, SUMMARY_CELL_ERRORS, _round, message_text,
                                         write_text_atomic)
-from autograder.result import GradeResult
+from autograder.result import GradeResult, display_name
 
 STUDENTS = "students"  # the class's pages, apart from index.html whatever a student is called
 MAX_NAME_CHARS = 300
@@ -63,6 +63,11 @@ def _text(value: object, limit: int = MAX_LINE_CHARS) -> str:
 def _line(value: object, limit: int = MAX_LINE_CHARS) -> str:
     """One line, as results.json stores the summary's texts: a page drawn from a stored result is the same."""
     return html.escape(clean_text(value, limit).replace("\n", " ").replace("\t", " "), quote=True)
+
+
+def _name(value: str, limit: int = MAX_NAME_CHARS) -> str:
+    """A file or student name: shown as display_name shows it everywhere, escaped."""
+    return html.escape(display_name(value, limit), quote=True)
 
 
 def _points(value: float) -> str:
@@ -186,7 +191,7 @@ def student_page(result: GradeResult) -> str:
     assignment = _text(result.assignment)
     body = [f"<h1>{assignment}</h1>",
             f'<p class="total">{_points(result.score)} / {_points(result.max_score)} points</p>',
-            f'<p class="meta">Submission: {_line(result.submission, 255)}</p>',
+            f'<p class="meta">Submission: {_name(result.submission, 255)}</p>',
             *([f'<p class="meta">Isolation: {_line(result.load.isolation)}</p>'] if result.load.isolation else []),
             *_load_problems(result),
             *(f'<p class="notice">To review: {_line(r.notice())}</p>' for r in result.resembles)]
@@ -255,7 +260,7 @@ def class_index(assignment: str, results: Sequence[tuple[str, GradeResult]]) -> 
     body.append('<div class="panel"><h2>Failed checks</h2><p>How many students failed each check.</p>'
                 f'{"".join(tables)}</div>')
     body += _known_mistakes(results, titles)
-    rows = "".join(f'<tr><td><a href="{html.escape(_student_href(s))}">{_text(s, MAX_NAME_CHARS)}</a></td>'
+    rows = "".join(f'<tr><td><a href="{html.escape(_student_href(s))}">{_name(s)}</a></td>'
                    f"<td>{_text(found.function)}</td><td class='num'>{found.share:.0%}</td></tr>"
                    for s, r in results for found in r.resembles)
     if rows:
@@ -263,7 +268,7 @@ def class_index(assignment: str, results: Sequence[tuple[str, GradeResult]]) -> 
                     "own implementations of what the parts ask for: copied code is not the student's work, "
                     "whatever it scored.</p><div class='scroll'><table><tr><th>student</th><th>torch's "
                     f"implementation</th><th class='num'>share found</th></tr>{rows}</table></div></div>")
-    rows = "".join(f'<tr><td><a href="{html.escape(_student_href(s))}">{_text(s, MAX_NAME_CHARS)}</a></td>'
+    rows = "".join(f'<tr><td><a href="{html.escape(_student_href(s))}">{_name(s)}</a></td>'
                    f"<td class='num'>{_points(r.score)} / {_points(r.max_score)}</td></tr>" for s, r in results)
     body.append('<div class="panel"><h2>Students</h2><div class="scroll"><table><tr><th>student</th>'
                 f"<th class='num'>score</th></tr>{rows}</table></div></div>")

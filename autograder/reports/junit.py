@@ -13,7 +13,7 @@ from typing import Iterable
 
 from autograder.reports.formats import check_message, one_line
 from autograder.reports.results import MAX_LINE_CHARS, summary, write_text_atomic
-from autograder.result import GradeResult
+from autograder.result import GradeResult, display_name
 
 # what XML 1.0 cannot hold even escaped; cleaned text has none of them, and this makes sure of it
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -38,10 +38,10 @@ def testsuite(name: str, result: GradeResult) -> ET.Element:
     """The <testsuite> of one submission, named `name` (a student, or the submitted file)."""
     tests = [(part, test) for part in result.parts for test in part.tests]
     failures = sum(not test.earned_all for _, test in tests)
-    suite = ET.Element("testsuite", name=_xml(one_line(name, MAX_NAME_CHARS)), tests=str(len(tests)),
+    suite = ET.Element("testsuite", name=_xml(display_name(name, MAX_NAME_CHARS)), tests=str(len(tests)),
                        failures=str(failures), errors="0", skipped="0", time=f"{result.seconds:.3f}")
     _properties(suite, {"assignment": one_line(result.assignment, MAX_NAME_CHARS),
-                        "submission": one_line(result.submission, MAX_NAME_CHARS),
+                        "submission": display_name(result.submission, MAX_NAME_CHARS),
                         "submission_sha256": result.sha256, "score": _number(result.score),
                         "max_score": _number(result.max_score)})
     for part, test in tests:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.protocol import UNISOLATED, clean_text
-from autograder.result import GradeResult, LoadReport
+from autograder.result import GradeResult, LoadReport, display_name
 from autograder.judging import evidence
 from autograder.judging.resemblance import Resemblance
 from autograder.judging.rubric import PartScore, Rubric, TestScore
@@ -95,7 +95,7 @@ def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_finger
         "extra_data": {
             "format_version": FORMAT_VERSION,
             "assignment": result.assignment,
-            "submission": clean_text(result.submission, 255),  # a file name need not be UTF-8
+            "submission": display_name(result.submission, 255),  # a file name: hostile, and need not be UTF-8
             "submission_sha256": result.sha256,
             "cells_sha256": cells_sha256,
             "assignment_fingerprint": assignment_fingerprint,
