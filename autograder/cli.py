@@ -7,14 +7,15 @@ import signal
 import sys
 from pathlib import Path
 
-from autograder import platforms, service
-from autograder.authoring import check_suite
+from autograder import lms, platforms, service
+from autograder.authoring import check_suite, similarity
 from autograder.authoring.assignment import chosen_assignment
 from autograder.interrupts import JudgingInterrupted, interruption, raise_terminated
 from autograder.reports import formats
 from autograder.judging.rubric import RubricError, load_rubric
 from autograder.host import limits
 from autograder.host.sandbox import Zygote, isolation_refused
+from autograder.result import display_name
 
 USAGE_ERROR = 2  # a stopped run exits with JudgingInterrupted.exit_code: 130 (SIGINT), 143 (SIGTERM) or 1
 
@@ -45,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade_all.add_argument("folder", type=Path)
     grade_all.add_argument("-o", "--output", type=Path, required=True, help="folder for results and grades.csv")
     grade_all.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded side by side (default 1)")
+    from autograder.batch import DUPLICATE_RULES, DUPLICATES_HELP
+
+    grade_all.add_argument("--duplicates", choices=DUPLICATE_RULES, default="refuse", help=DUPLICATES_HELP)
     grade_all.add_argument("--scheduler", metavar="ADDRESS",
                            help="grade on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786)")
     _add_limit_flags(grade_all)
@@ -61,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check-suite", help="grade the catalogue of known mistakes and correct variants: "
                                                     "the hidden suite's mutation score")
     check_suite.add_arguments(check)
+    similarity.add_arguments(commands.add_parser("similarity", help="rank the pairs of submissions whose students' own "
+                                                 "code is alike, side by side (an HTML page for review)"))
+    lms.add_arguments(commands.add_parser("lms", help="grade-all's results as a Canvas or Moodle grade import (CSV)"))
     export = commands.add_parser("export", help="package the grader for a grading platform")
     targets = export.add_subparsers(dest="platform", required=True, parser_class=_Parser)
     for name in platforms.EXPORTERS:
@@ -96,6 +103,10 @@ def _main(argv: list[str] | None) -> int:
             return code
     if args.command == "check-suite":
         return check_suite.run_from_arguments(args)
+    if args.command == "similarity":
+        return similarity.run_from_arguments(args)
+    if args.command == "lms":
+        return lms.run(args)
     if args.command == "export":
         return platforms.exporter(args.platform).export(args)
     try:
@@ -135,7 +146,7 @@ def _grade(args: argparse.Namespace, rubric) -> int:
     from autograder.reports.results import summary, write_json_atomic, write_text_atomic
 
     if not os.path.lexists(args.submission):  # anything else there is graded: a link or a FIFO scores 0, saying so
-        print(f"python -m autograder: error: {args.submission}: no such file", file=sys.stderr)
+        print(f"python -m autograder: error: {display_name(str(args.submission))}: no such file", file=sys.stderr)
         return USAGE_ERROR
     outputs = {"-o": args.output, **{fmt.flag: path for fmt, path in formats.requested(args)},
                **({"--html": args.html} if args.html else {})}
@@ -157,10 +168,10 @@ def _grade(args: argparse.Namespace, rubric) -> int:
 
 
 def _grade_all(args: argparse.Namespace, rubric) -> int:
-    from autograder.batch import grade_all, stored_results
+    from autograder.batch import DuplicateSubmissions, grade_all, stored_results
 
     if not args.folder.is_dir():
-        print(f"python -m autograder: error: {args.folder}: no such folder", file=sys.stderr)
+        print(f"python -m autograder: error: {display_name(str(args.folder))}: no such folder", file=sys.stderr)
         return USAGE_ERROR
     if args.output.exists() and not args.output.is_dir():
         print(f"python -m autograder: error: {args.output}: exists and is not a folder", file=sys.stderr)
@@ -185,12 +196,13 @@ def _grade_all(args: argparse.Namespace, rubric) -> int:
 
             try:
                 entries = cluster.grade_all(args.folder, args.output, rubric, limits.from_flags(args),
-                                            args.scheduler)
+                                            args.scheduler, duplicates=args.duplicates)
             except cluster.ClusterUnusable as exc:
                 print(f"python -m autograder: error: {exc}", file=sys.stderr)
                 return USAGE_ERROR
         else:
-            entries = grade_all(args.folder, args.output, rubric, limits.from_flags(args), jobs=args.jobs)
+            entries = grade_all(args.folder, args.output, rubric, limits.from_flags(args), jobs=args.jobs,
+                                duplicates=args.duplicates)
         if formats.requested(args) or args.html:
             results = list(stored_results(args.output, entries, rubric))  # read once, written in every form asked
             formats.write_batch(args, rubric.assignment, results)
@@ -198,6 +210,10 @@ def _grade_all(args: argparse.Namespace, rubric) -> int:
                 from autograder.reports import html
 
                 html.write_class(args.html, rubric.assignment, results)
+    except DuplicateSubmissions as exc:  # found before anything was graded
+        for line in exc.lines:
+            print(f"python -m autograder: error: {line}", file=sys.stderr)
+        return USAGE_ERROR
     except (JudgingInterrupted, KeyboardInterrupt) as exc:
         return _stopped(exc, f"nothing recorded for the submissions in progress; the results in {args.output} "
                              "are kept, and a rerun grades the rest")

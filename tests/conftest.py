@@ -42,9 +42,10 @@ LONGEST_FIRST = ["test_gpt_decoder.py", "test_nbgrader.py", "test_containers.py"
 # browser or a container.  Every other file is marked `slow` (a new file too, until it is named here); `make test`
 # runs both tiers.
 FAST_TIER = {"test_architecture.py", "test_benchmark.py", "test_check_suite.py", "test_fuzz.py",
-             "test_hidden_suites.py", "test_intake.py", "test_judge.py", "test_object_arguments.py", "test_op_recorder.py",
+             "test_hidden_suites.py", "test_intake.py", "test_judge.py", "test_lms.py", "test_object_arguments.py",
+             "test_op_recorder.py",
              "test_packaging.py", "test_protocol.py", "test_release_validation.py", "test_requests.py", "test_resemblance.py",
-             "test_reuse.py", "test_rubric.py", "test_source_cells.py"}
+             "test_reuse.py", "test_rubric.py", "test_similarity.py", "test_source_cells.py"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
