@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from autograder.judging.fingerprint import assignment_fingerprint
+from autograder import regrades
+from autograder.judging.fingerprint import assignment_fingerprint, changed_components, fingerprint_components
 from autograder.host.intake import submission_sha256
 from autograder.result import GradeResult, csv_cell, display_name
 from autograder.interrupts import JudgingInterrupted, raise_terminated
@@ -174,9 +175,12 @@ def result_path(out_dir: Path, student: str) -> Path:
 STALE_ASSIGNMENT = "graded with a different version of the assignment (suites, rubric, kit or limits changed)"
 
 
-def stale_reason(out_dir: Path, entry: Entry, fingerprint: str) -> str | None:
+def stale_reason(out_dir: Path, entry: Entry, fingerprint: str,
+                 components: dict[str, Any] | None = None, rubric: Rubric | None = None) -> str | None:
     """None when the stored result still holds: same file, same assignment fingerprint.  Otherwise why not,
-    or "" when there is no result yet."""
+    or "" when there is no result yet.  Given the assignment's `components` (fingerprint_components) and its
+    `rubric`, a result that stored its own says which of them changed ("the hidden suite test_attention.py
+    changed"); otherwise, and for a result from before they were stored, STALE_ASSIGNMENT."""
     path = result_path(out_dir, entry.student)
     if not path.exists():
         return ""
@@ -188,21 +192,59 @@ def stale_reason(out_dir: Path, entry: Entry, fingerprint: str) -> str | None:
     if sha256 != submission_sha256(entry.path, entry.root):
         return "the submission changed since it was graded"
     if stored_fingerprint != fingerprint:
-        return STALE_ASSIGNMENT
+        changed = [] if components is None else changed_components(
+            extra.get("assignment_components"), components, suite_names(rubric) if rubric else frozenset())
+        return f"the assignment changed since it was graded: {', '.join(changed)}" if changed else STALE_ASSIGNMENT
     return None
 
 
+def suite_names(rubric: Rubric) -> frozenset[str]:
+    """The hidden suites' paths within the assignment, as fingerprint_components names its modules."""
+    return frozenset(p.relative_to(rubric.folder).as_posix() for p in rubric.suite_files())
+
+
+class UnknownStudents(ValueError):
+    """--only named a student the folder has no submission of (or, for grades.csv, one without a result)."""
+
+
 def pending_entries(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits,
-                    log: Callable[[str], None] = stderr_log,
-                    duplicates: str = "refuse") -> tuple[list[Entry], list[Entry]]:
+                    log: Callable[[str], None] = stderr_log, duplicates: str = "refuse",
+                    only: list[str] | None = None) -> tuple[list[Entry], list[Entry]]:
     """(every submission in `folder`, one per student, `duplicates` deciding (see choose); those that need
-    grading); logs the ones kept and why others are regraded.  Raises DuplicateSubmissions before anything
-    is graded."""
+    grading); logs the ones kept and why others are regraded.  With `only` (student names), exactly those are
+    graded, fresh or not, and everyone else's stored result is kept as it is, even a stale one (which is
+    logged).  Raises DuplicateSubmissions, or UnknownStudents (a name of `only` that no submission has, or,
+    with `only`, a student without any stored result, whom grades.csv could not show), before anything is
+    graded."""
     entries = choose(discover(folder, rubric.assignment), duplicates, log)
     fingerprint = assignment_fingerprint(rubric, limits)
+    components = fingerprint_components(rubric, limits)
+    chosen = None
+    if only is not None:
+        chosen = {student_key(e.student) for e in entries}
+        unknown = [name for name in dict.fromkeys(only) if student_key(display_name(name)) not in chosen]
+        if unknown:
+            raise UnknownStudents(f"--only: no submission of {', '.join(map(display_name, unknown))} in "
+                                  f"{display_name(str(folder))}")
+        chosen = {student_key(display_name(name)) for name in only}
+        missing = [e.student for e in entries
+                   if student_key(e.student) not in chosen and not result_path(out_dir, e.student).exists()]
+        if missing:
+            raise UnknownStudents(f"--only: {', '.join(map(display_name, missing))} "
+                                  f"{'has' if len(missing) == 1 else 'have'} no result yet, so grades.csv could "
+                                  "not show the whole class: grade-all without --only grades them")
     pending = []
     for entry in entries:
-        reason = stale_reason(out_dir, entry, fingerprint)
+        reason = stale_reason(out_dir, entry, fingerprint, components, rubric)
+        if chosen is not None:
+            if student_key(entry.student) in chosen:
+                log(f"{display_name(entry.student)}: {reason or 'already graded'}: regraded on request (--only)")
+                pending.append(entry)
+            elif reason is None:
+                log(f"{display_name(entry.student)}: already graded, kept")
+            else:
+                log(f"{display_name(entry.student)}: {reason}: kept as it is (not named by --only)")
+            continue
         if reason is None:
             log(f"{display_name(entry.student)}: already graded, kept")
             continue
@@ -219,14 +261,22 @@ def grade_report(path: Path, rubric: Rubric, limits: Limits, visibility: str = "
     fingerprint = assignment_fingerprint(rubric, limits)  # before grading: the suites the judge will read
     from autograder.grading import grade_file  # the judge and torch: only where grading happens
 
+    components = fingerprint_components(rubric, limits)
     result = grade_file(path, rubric, limits, within=within, refused=refused)
-    return result, gradescope(result, cells_sha256=result.cells_sha256, assignment_fingerprint=fingerprint,
-                              visibility=visibility)
+    report = gradescope(result, cells_sha256=result.cells_sha256, assignment_fingerprint=fingerprint,
+                        visibility=visibility)
+    # which input changed, when a later run finds this result stale (autograder.regrades)
+    report["extra_data"]["assignment_components"] = components
+    return result, report
 
 
 def record(out_dir: Path, entry: Entry, result_json: dict) -> None:
-    """Stores one submission's result, atomically: a rerun sees it whole or not at all."""
-    write_json_atomic(result_path(out_dir, entry.student), result_json)
+    """Stores one submission's result, atomically: a rerun sees it whole or not at all.  A result it replaces
+    is first kept in OUT/history/<student>/ (autograder.regrades.keep_history), so that no grade is lost,
+    however the run ends."""
+    path = result_path(out_dir, entry.student)
+    regrades.keep_history(path)
+    write_json_atomic(path, result_json)
 
 
 def result_line(entry: Entry, result: GradeResult) -> str:
@@ -338,10 +388,11 @@ def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
 
 
 def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs: int = 1,
-              log: Callable[[str], None] = stderr_log, duplicates: str = "refuse") -> list[Entry]:
-    """Raises DuplicateSubmissions before grading (see choose); JudgingInterrupted or KeyboardInterrupt when
-    stopped, every result written so far staying."""
-    entries, pending = pending_entries(folder, out_dir, rubric, limits, log, duplicates)
+              log: Callable[[str], None] = stderr_log, duplicates: str = "refuse",
+              only: list[str] | None = None) -> list[Entry]:
+    """Raises DuplicateSubmissions or UnknownStudents before grading (see choose, pending_entries);
+    JudgingInterrupted or KeyboardInterrupt when stopped, every result written so far staying."""
+    entries, pending = pending_entries(folder, out_dir, rubric, limits, log, duplicates, only)
     if jobs <= 1:
         with progress(len(pending), log) as graded:
             for entry in pending:
@@ -358,8 +409,17 @@ def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs:
                 for process in list(pool._processes.values()):  # the executor cannot stop a running task
                     process.terminate()
                 raise
-    write_grades_csv(out_dir, entries, rubric)
+    finish(out_dir, entries, rubric, log)
     return entries
+
+
+def finish(out_dir: Path, entries: list[Entry], rubric: Rubric, log: Callable[[str], None] = stderr_log) -> None:
+    """The end of a completed run: grades.csv, then changes.csv and its summary line (autograder.regrades)."""
+    write_grades_csv(out_dir, entries, rubric)
+    line = regrades.report(out_dir, [(e.student, result_path(out_dir, e.student)) for e in entries],
+                           suite_names(rubric))
+    if line:
+        log(line)
 
 
 def grades_rows(out_dir: Path, entries: list[Entry], rubric: Rubric) -> Iterator[list[str]]:

@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     from autograder.batch import DUPLICATE_RULES, DUPLICATES_HELP
 
     grade_all.add_argument("--duplicates", choices=DUPLICATE_RULES, default="refuse", help=DUPLICATES_HELP)
+    grade_all.add_argument("--only", nargs="+", metavar="STUDENT",
+                           help="regrade exactly these students (as grades.csv names them), even if their stored "
+                                "results are current; everyone else's result is kept as it is, and grades.csv "
+                                "is rewritten for the whole class")
     grade_all.add_argument("--scheduler", metavar="ADDRESS",
                            help="grade on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786)")
     _add_limit_flags(grade_all)
@@ -168,7 +172,7 @@ def _grade(args: argparse.Namespace, rubric) -> int:
 
 
 def _grade_all(args: argparse.Namespace, rubric) -> int:
-    from autograder.batch import DuplicateSubmissions, grade_all, stored_results
+    from autograder.batch import DuplicateSubmissions, UnknownStudents, grade_all, stored_results
 
     if not args.folder.is_dir():
         print(f"python -m autograder: error: {display_name(str(args.folder))}: no such folder", file=sys.stderr)
@@ -196,13 +200,13 @@ def _grade_all(args: argparse.Namespace, rubric) -> int:
 
             try:
                 entries = cluster.grade_all(args.folder, args.output, rubric, limits.from_flags(args),
-                                            args.scheduler, duplicates=args.duplicates)
+                                            args.scheduler, duplicates=args.duplicates, only=args.only)
             except cluster.ClusterUnusable as exc:
                 print(f"python -m autograder: error: {exc}", file=sys.stderr)
                 return USAGE_ERROR
         else:
             entries = grade_all(args.folder, args.output, rubric, limits.from_flags(args), jobs=args.jobs,
-                                duplicates=args.duplicates)
+                                duplicates=args.duplicates, only=args.only)
         if formats.requested(args) or args.html:
             results = list(stored_results(args.output, entries, rubric))  # read once, written in every form asked
             formats.write_batch(args, rubric.assignment, results)
@@ -213,6 +217,9 @@ def _grade_all(args: argparse.Namespace, rubric) -> int:
     except DuplicateSubmissions as exc:  # found before anything was graded
         for line in exc.lines:
             print(f"python -m autograder: error: {line}", file=sys.stderr)
+        return USAGE_ERROR
+    except UnknownStudents as exc:  # found before anything was graded
+        print(f"python -m autograder: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
     except (JudgingInterrupted, KeyboardInterrupt) as exc:
         return _stopped(exc, f"nothing recorded for the submissions in progress; the results in {args.output} "

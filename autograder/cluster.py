@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from autograder import batch
-from autograder.batch import Entry, pending_entries, progress, record, stderr_log, write_grades_csv
+from autograder.batch import Entry, finish, pending_entries, progress, record, stderr_log
 from autograder.host.intake import UnreadableSubmission, read_submission
 from autograder.interrupts import JudgingInterrupted
 from autograder.judging.rubric import Rubric
@@ -119,14 +119,16 @@ def _read(entry: Entry) -> bytes | str:
 
 
 def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, scheduler: str,
-              log: Callable[[str], None] = stderr_log, duplicates: str = "refuse") -> list[Entry]:
+              log: Callable[[str], None] = stderr_log, duplicates: str = "refuse",
+              only: list[str] | None = None) -> list[Entry]:
     """Like autograder.batch.grade_all, on the cluster at `scheduler`, which is contacted only when something
     is left to grade.  Raises ClusterUnusable (exit 2), or JudgingInterrupted / KeyboardInterrupt when
-    stopped; every result recorded so far stays.  Raises DuplicateSubmissions before contacting it."""
-    entries, pending = pending_entries(folder, out_dir, rubric, limits, log, duplicates)
+    stopped; every result recorded so far stays.  Raises DuplicateSubmissions or UnknownStudents before
+    contacting it."""
+    entries, pending = pending_entries(folder, out_dir, rubric, limits, log, duplicates, only)
     if pending:
         _grade_on_cluster(pending, out_dir, rubric, limits, scheduler, log)
-    write_grades_csv(out_dir, entries, rubric)
+    finish(out_dir, entries, rubric, log)
     return entries
 
 

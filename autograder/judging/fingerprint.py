@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 from autograder import PACKAGE_DIR
 from autograder.judging.rubric import Rubric, suite_sources
@@ -60,6 +61,55 @@ def assignment_fingerprint(rubric: Rubric, limits: Limits) -> str:
         _add(digest, f"module {path.relative_to(rubric.folder).as_posix()}", path.read_bytes())
     _add(digest, "limits", _limits_json(limits))
     return digest.hexdigest()
+
+
+def fingerprint_components(rubric: Rubric, limits: Limits) -> dict[str, Any]:
+    """What `assignment_fingerprint` hashes, one digest per input (the limits as their values), so that a stored
+    result can say which of them changed since it was graded (`changed_components`): {"kit": sha256 of the
+    engine, "rubric": sha256 of rubric.toml and the skipped cells, "modules": {path in the assignment: sha256},
+    "limits": {field: value}}.  Stored in results.json's extra_data as "assignment_components"."""
+    rubric_digest = hashlib.sha256()
+    _add(rubric_digest, "rubric", (rubric.folder / "rubric.toml").read_bytes())
+    _add(rubric_digest, "skipped cells", json.dumps(sorted(rubric.skip_when_unchanged.items())).encode("ascii"))
+    modules = {path.relative_to(rubric.folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+               for path in suite_sources(rubric.suite_files())}
+    return {"kit": engine_digest().hex(), "rubric": rubric_digest.hexdigest(),
+            "modules": dict(sorted(modules.items())), "limits": json.loads(_limits_json(limits))}
+
+
+def changed_components(old: Any, new: dict[str, Any], suites: frozenset[str] = frozenset()) -> list[str]:
+    """What differs between two `fingerprint_components`, in words ("the hidden suite test_attention.py
+    changed", "the rubric changed", "the engine changed", "the limit timeout changed (180 -> 100)"); [] when
+    `old` is not such a record (a result from before they were stored) or nothing differs.  `suites` names
+    the suite files among the modules (the rest are their helper modules)."""
+    if not isinstance(old, dict) or not all(isinstance(old.get(k), dict) for k in ("modules", "limits")):
+        return []
+    changes = []
+    old_modules, new_modules = old["modules"], new["modules"]
+    for name in sorted(set(old_modules) | set(new_modules)):
+        kind = "hidden suite" if name in suites else "helper module"
+        if name not in old_modules:
+            changes.append(f"the {kind} {name} was added")
+        elif name not in new_modules:
+            changes.append(f"the {kind} {name} was removed")
+        elif old_modules[name] != new_modules[name]:
+            changes.append(f"the {kind} {name} changed")
+    if old.get("rubric") != new["rubric"]:
+        changes.append("the rubric changed")
+    if old.get("kit") != new["kit"]:
+        changes.append("the engine changed")
+    old_limits, new_limits = old["limits"], new["limits"]
+    for name in sorted(set(old_limits) | set(new_limits)):
+        if old_limits.get(name) != new_limits.get(name):
+            changes.append(f"the limit {name} changed ({_shown(old_limits.get(name))} -> "
+                           f"{_shown(new_limits.get(name))})")
+    return changes
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return f"{value:g}"
+    return "unset" if value is None else str(value)
 
 
 def cells_sha256(cells: list[str]) -> str:
