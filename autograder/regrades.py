@@ -9,7 +9,8 @@ and the rerun, regrading it again, does not keep a second copy of the same bytes
 rewritten or removed by the kit.
 
 changes.csv.  At the end of a run that completes, OUT/changes.csv lists every student whose result was
-replaced since the last run that completed (so a regrade that a stopped run made is reported by the rerun)
+replaced since the last run that completed (OUT/.history-completed holds when it ended; so a regrade that a
+stopped run made is reported by the rerun)
 and whose score or any check's verdict moved: student, old score, new score, the checks whose verdict moved
 ("attention: test_sdpa_matches_torch failed->passed"), and why the student was regraded (the submission
 changed; which hidden suite or helper module, the rubric, the engine or which limit changed, from the
@@ -37,7 +38,9 @@ from autograder.result import csv_cell, display_name
 
 HISTORY = "history"
 CHANGES = "changes.csv"
-COMPLETED = ".last-completed-run"  # in HISTORY: the time the last completed run ended, as a history stamp
+# beside HISTORY, so that no student's history folder can be called like it: the time the last completed run
+# ended, as a history stamp
+COMPLETED = ".history-completed"
 CHANGES_HEADER = ["student", "old_score", "new_score", "moved_checks", "why"]
 ON_REQUEST = "regraded on request (--only)"
 _STAMP = re.compile(r"\d{8}T\d{6}\.\d{6}Z")
@@ -49,8 +52,12 @@ def stamp() -> str:
 
 
 def history_folder(result: Path) -> Path:
-    """OUT/history/<student>/ for the result OUT/<student>.json (whose name batch.result_path made safe)."""
-    return result.parent / HISTORY / result.stem
+    """OUT/history/<student>/ for the result OUT/<student>.json (whose name batch.result_path made safe; a
+    student called . or .., from a file called ..py or ...py, gets %2e or %2e%2e)."""
+    name = result.stem
+    if name in (".", ".."):
+        name = name.replace(".", "%2e")
+    return result.parent / HISTORY / name
 
 
 def _fingerprint_prefix(data: bytes) -> str:
@@ -121,19 +128,18 @@ def keep_history(result: Path) -> Path | None:
 def last_completed(out_dir: Path) -> str:
     """The stamp at which the last completed run ended ("" when none recorded: every history entry is new)."""
     try:
-        text = (out_dir / HISTORY / COMPLETED).read_text(encoding="ascii").strip()
+        text = (out_dir / COMPLETED).read_text(encoding="ascii").strip()
     except (OSError, ValueError):
         return ""
     return text if _STAMP.fullmatch(text) else ""
 
 
 def mark_completed(out_dir: Path) -> None:
-    folder = out_dir / HISTORY
-    if not folder.is_dir():
+    if not (out_dir / HISTORY).is_dir():
         return  # nothing was ever regraded: every history entry a later run makes is after this one
-    tmp = folder / f".{COMPLETED}.tmp"
+    tmp = out_dir / f"{COMPLETED}.tmp"
     tmp.write_text(stamp() + "\n", encoding="ascii")
-    tmp.replace(folder / COMPLETED)
+    tmp.replace(out_dir / COMPLETED)
 
 
 @dataclass

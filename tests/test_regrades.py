@@ -194,3 +194,17 @@ def test_why_names_the_input_that_changed():
         "the limit timeout changed (180 -> 100)"]
     assert regrades.why(new, new, frozenset()) == [regrades.ON_REQUEST]
     assert regrades.why(None, new, frozenset()) == ["its stored result was unreadable"]
+
+
+def test_every_student_name_gets_a_history_folder_of_its_own(tmp_path):
+    out = tmp_path / "out"
+    for student in (".", "..", ".history-completed", "history", "a\\x1b"):  # from ..py, ...py, and so on
+        entry = Entry(student, tmp_path / f"{student}.py", tmp_path)
+        record(out, entry, _result("a" * 64, 0, False))
+        record(out, entry, _result("b" * 64, 1, True))
+    kept = sorted(p.relative_to(out / "history").parent.as_posix() for p in (out / "history").rglob("*.json"))
+    assert kept == sorted(["%2e", "%2e%2e", ".history-completed", "history", "a\\x1b"])
+    students = [(s, result_path(out, s)) for s in (".", "..", ".history-completed", "history", "a\\x1b")]
+    assert regrades.report(out, students, frozenset()).startswith("regraded 5: 5 changed")
+    assert (out / ".history-completed").is_file()
+    assert [row[0] for row in rows(out / "changes.csv")[1:]] == [".", "..", ".history-completed", "history", "a\\x1b"]
