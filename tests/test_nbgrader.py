@@ -179,8 +179,11 @@ def test_test_cells_carry_nbgraders_partial_credit(graded_course):
     notebook = json.loads((course.root / "autograded" / "bob" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
     outputs = {c["metadata"]["nbgrader"]["grade_id"]: c["outputs"] for c in notebook["cells"]
                if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code"}
-    assert outputs["layer_norm"][0]["output_type"] == "execute_result"  # partial credit
-    assert 0 < float("".join(outputs["layer_norm"][0]["data"]["text/plain"])) < 20
+    # bob's one layer-norm bug: no value check of layer norm passes (zero, an error carrying the feedback), and
+    # the block is carried forward from it (partial credit)
+    assert outputs["layer_norm"][0]["output_type"] == "error"
+    assert outputs["transformer_block"][0]["output_type"] == "execute_result"
+    assert 0 < float("".join(outputs["transformer_block"][0]["data"]["text/plain"])) < 20
     assert [o["output_type"] for o in outputs["gradient_experiment"]] == ["stream"]  # full marks
     carol = json.loads((course.root / "autograded" / "carol" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
     checks = [(c["metadata"]["nbgrader"]["grade_id"], c["outputs"]) for c in carol["cells"]
