@@ -4,9 +4,11 @@ The suite builds the student's own GPT (C.new, float64, random weights under the
 that object to the student's `generate`.  Two references:
   * the trusted reference model (built here from torch.nn modules and the suite's RoPE attention, with the
     same weights) decoding greedily by recomputing the whole sequence at every step;
-  * the student's own model, driven by the test the slow way: a full call (use_cache=False) on the whole
-    sequence at every step, argmax of the last position.  This one isolates `generate` from the model: a
-    slightly wrong model decoded faithfully still matches it.
+  * the student's own model, driven by the test as the notebook's generate drives it (a prefill call with
+    the cache, then each new token alone at its own position), argmax of the last position taken by the test.
+    This one isolates `generate` from the model: a wrong model (a wrong cache included) decoded faithfully
+    still matches it.  It is the part's own-parts check (rubric.toml): it carries no points, and when it
+    passes the points lost to an earlier part's bug are carried forward from there.
 
 Tokens are compared exactly.  In float64 and with these weights the two largest logits of every step of the
 reference's greedy decoding differ by more than 0.01 (checked when the seeds were picked), far above any
@@ -165,29 +167,59 @@ def test_generate_matches_greedy_decoding_of_the_reference(student):
                f"part's checks say so.")
 
 
-def test_generate_matches_recomputation_with_your_own_model(student):
-    """generate gives exactly the tokens that YOUR model gives when the test recomputes the whole sequence at
-    every step (model(tokens), use_cache=False, argmax of the last position): the cache changes the cost of
-    decoding, not its result."""
+def _greedy_with_your_model(model, alone, prompt, n, vocab):
+    """Greedy decoding of `n` tokens driven by the trusted side through the student's own model, as the
+    notebook's generate drives it: one prefill call model(prompt, start_pos=0, use_cache=True), then each new
+    token alone at its own position with the cache; the argmax over the vocabulary of the last position's
+    logits is taken here.  Returns the tokens, each step's last-position logits [batch, vocab], and whether the
+    model's choice ever differs from the one it makes when it sees the newest token alone, without the prompt
+    or the cache (`alone`, a second copy of the model, called with use_cache=False): a generate that never gives
+    the model its context, the wiring the check must be able to tell apart."""
+    batch = prompt.shape[0]
+
+    def last_logits(m, tokens, **kwargs):
+        out = C.expect_tensor(m(tokens, **kwargs), what=f"{m.label} logits", dtype=F64, inputs={"tokens": tokens},
+                              shape=(batch, tokens.shape[1], vocab))
+        return out[:, -1]
+
+    tokens, steps, told_apart = prompt, [], False
+    logits = last_logits(model, prompt, start_pos=0, use_cache=True)
+    for step in range(n):
+        steps.append(logits)
+        told_apart |= not torch.equal(last_logits(alone, tokens[:, -1:]).argmax(dim=-1), logits.argmax(dim=-1))
+        tokens = torch.cat([tokens, logits.argmax(dim=-1, keepdim=True)], dim=1)
+        if step < n - 1:
+            logits = last_logits(model, tokens[:, -1:], start_pos=tokens.shape[1] - 1, use_cache=True)
+    return tokens, steps, told_apart
+
+
+def test_generate_matches_greedy_decoding_with_your_own_model(student):
+    """generate's own logic, judged on the student's own model (no points of its own: when it passes and Part
+    1, 2 or 3 lost points, this part's failed checks are carried forward from there).  generate gives exactly
+    the tokens that YOUR model gives when the test drives it as the notebook says (a prefill call
+    model(prompt, start_pos=0, use_cache=True), then each new token alone at its own position with the cache)
+    and takes the argmax of the last position itself: the same cases as the reference check."""
+    told_apart = False
     for cfg, max_len, prompt_shape, n, weight_seed, prompt_seed in CASES:
         state = _gpt_state(cfg, seed=weight_seed)
         model = _model(student, cfg, max_len, state)
         prompt = reference.random_tokens(*prompt_shape, cfg[0], seed=prompt_seed)
         out = _generate(student, model, prompt, n)
-        tokens = prompt
-        for step in range(n):
-            logits = C.expect_tensor(model(tokens), what=f"{model.label} logits (use_cache=False)", dtype=F64,
-                                     shape=(prompt_shape[0], tokens.shape[1], cfg[0]), inputs={"tokens": tokens})
-            next_token = logits[:, -1].argmax(dim=-1, keepdim=True)
-            tokens = torch.cat([tokens, next_token], dim=1)
-            if torch.equal(out[:, :tokens.shape[1]], tokens):
-                continue
-            position = tokens.shape[1] - 1
-            row = int((out[:, position] != tokens[:, position]).nonzero()[0])
-            chosen = int(out[row, position])
-            rank = int((logits[row, -1] > logits[row, -1, chosen]).sum()) + 1 if 0 <= chosen < cfg[0] else None
-            detail = (f" Your token is number {rank} in your own model's ranking of that step's logits." if rank
-                      else f" Your token {chosen} is not a token id of a vocabulary of {cfg[0]}.")
-            C.fail(f"generate({model.label}, prompt {C.describe_value(prompt)}, {n}): at position {position} (row "
-                   f"{row}) your generate chose another token than your own model's most likely next token, "
-                   f"computed by the test with a full call on the {position} tokens before it.{detail} {_GREEDY}")
+        # fresh copies of the model: the test's calls never share a cache with generate's
+        tokens, steps, apart = _greedy_with_your_model(_model(student, cfg, max_len, state),
+                                                       _model(student, cfg, max_len, state), prompt, n, cfg[0])
+        told_apart |= apart
+        if torch.equal(out, tokens):
+            continue
+        row, position = _first_difference(out, tokens)
+        logits, chosen = steps[position - prompt_shape[1]][row], int(out[row, position])
+        rank = int((logits > logits[chosen]).sum()) + 1 if 0 <= chosen < cfg[0] else None
+        detail = (f" Your token is number {rank} in your own model's ranking of that step's logits." if rank
+                  else f" Your token {chosen} is not a token id of a vocabulary of {cfg[0]}.")
+        C.fail(f"generate({model.label}, prompt {C.describe_value(prompt)}, {n}): at position {position} (row {row}) "
+               f"your generate chose another token than your own model's most likely next token, computed by the "
+               f"test feeding your model the tokens before it through the cache.{detail} {_GREEDY}")
+    if not told_apart:
+        C.fail("generate: your model chooses the same next token from the newest token alone, without the prompt "
+               "or the cache, as from the whole sequence, at every step of every case, so how generate feeds it "
+               "cannot be judged on it; fix Parts 2 and 3 first.")

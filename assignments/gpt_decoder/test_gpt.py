@@ -16,6 +16,12 @@ the same tokens and weights; allowed absolute error = 30 x its observed float32 
 outputs) + 16 ulps of the largest logit.  Cached and chunked decoding are compared, in float64 and with the
 float64 tolerance, with the student's own full call, which must first match the reference at float32 accuracy.
 
+The own-parts check (rubric.toml's `own_parts`; no points of its own) wires the blocks and the model on the
+trusted side around the student's own CausalSelfAttention modules, in float64, as the notebook fixes every other
+piece (nn.LayerNorm, Linear-GELU-Linear, the tied head), and compares the student's GPT with it to float64
+rounding (C.composition_tolerance): when it passes, a bug of Part 1 or 2 is carried forward here instead of
+costing this part's checks again.
+
 Which input amplifies which bug:
   * random LayerNorm parameters everywhere: no ln_f, ln1/ln2 swapped or shared, post-norm blocks;
   * logits of order 1 to 5 with random FFN weights: ReLU or tanh-approximated GELU instead of nn.GELU(), a
@@ -343,3 +349,93 @@ def test_gpt_chunked_prefill_matches_the_full_call(student):
     module = _build(student, cfg, max_len, state, F64)
     _check_cached(module, reference.random_tokens(b, s, cfg[0], seed=2605), state, cfg, [4, 1, 3, 2],
                   what=f"{module.label}, chunked decoding")
+
+
+# --- the model on the student's own attention ---------------------------------------------------------------
+
+def _your_attention(student, state, cfg, max_len):
+    """One of the student's own CausalSelfAttention per layer, in float64, holding that block's weights."""
+    _, d, num_heads, _, n_layers = cfg
+    modules = []
+    for i in range(n_layers):
+        module = C.new(student, "CausalSelfAttention", d, num_heads, max_len)
+        module.to(F64)
+        module.load_weights({f"{n}.weight": state[f"blocks.{i}.attn.{n}.weight"] for n in C.MHA_PROJECTIONS})
+        modules.append(module)
+    return modules
+
+
+def _from_your_attention(attns, tokens, state, cfg, chunks=None, *, wiring="right"):
+    """GPT's logits as the trusted side wires them around the student's own attention modules `attns` (one per
+    layer), in float64: the embedding lookup, each pre-norm block's ln1 and ln2 (LayerNorm, eps 1e-5), its
+    feed-forward network (Linear, exact GELU, Linear) and residual connections, ln_f and the tied head are
+    computed here, as the notebook fixes them; each block's attention is the student's, called on the block's
+    ln1(x) with start_pos and use_cache passed on (use_cache=True when decoding in `chunks`).  Other `wiring`s
+    are the same pieces wired wrong: "reads-x", the attention reading the residual stream x instead of ln1(x)
+    (the wiring the check must be able to tell apart), and "no-cache-arguments", the attention called without
+    start_pos and use_cache (cached: every call a fresh sequence)."""
+    _, d, _, _, n_layers = cfg
+
+    def norm(prefix, t):
+        return F.layer_norm(t, (d,), state[f"{prefix}weight"], state[f"{prefix}bias"], eps=1e-5)
+
+    def attention(i, t, start):
+        kwargs = {} if wiring == "no-cache-arguments" else {"start_pos": start, "use_cache": chunks is not None}
+        return C.expect_tensor(attns[i](t, **kwargs), what=f"your {attns[i].label} on the block's intermediate "
+                               "values (float64)", shape=t.shape, dtype=F64)
+
+    outs, start = [], 0
+    for n in chunks or [tokens.shape[1]]:
+        x = F.embedding(tokens[:, start:start + n], state["tok_emb.weight"])
+        for i in range(n_layers):
+            p = f"blocks.{i}."
+            x = x + attention(i, x if wiring == "reads-x" else norm(p + "ln1.", x), start)
+            hidden = F.gelu(F.linear(norm(p + "ln2.", x), state[p + "ffn.0.weight"], state[p + "ffn.0.bias"]))
+            x = x + F.linear(hidden, state[p + "ffn.2.weight"], state[p + "ffn.2.bias"])
+        outs.append(F.linear(norm("ln_f.", x), state["tok_emb.weight"]))
+        start += n
+    return torch.cat(outs, dim=1)
+
+
+def test_gpt_is_right_on_your_own_attention(student):
+    """Block's and GPT's own logic, judged on the student's own CausalSelfAttention (no points of its own: when
+    it passes and Part 1 or 2 lost points, this part's failed checks are carried forward from there).  The
+    logits equal the trusted side's embedding, pre-norm blocks (LayerNorms, GELU feed-forward networks,
+    residual connections), ln_f and tied head around the student's own attention modules holding the same
+    weights (float64): one full call with 1 to 3 layers, then decoding token by token up to max_len and in
+    chunks of 4, 1, 3 and 2 tokens.  The check fails, instead of passing vacuously, when on none of these inputs
+    the student's attention makes feeding it x or ln1(x) differ (an attention whose output is NaN everywhere,
+    for one)."""
+    told_apart = False
+    cases = [(cfg, max_len, b, s, None) for cfg, max_len, b, s in CONFIGS]
+    cases += [((11, 8, 2, 16, 2), 9, 2, 9, [1] * 9), ((11, 8, 2, 16, 2), 12, 2, 10, [4, 1, 3, 2])]
+    for i, (cfg, max_len, b, s, chunks) in enumerate(cases):
+        state = reference.gpt_state(cfg, seed=3000 + 1000 * i, dtype=F64)
+        module = _build(student, cfg, max_len, state, F64)
+        tokens = reference.random_tokens(b, s, cfg[0], seed=3005 + i)
+        # each wiring on attention modules of its own, so that no two share a cache
+        wired = {w: _from_your_attention(_your_attention(student, state, cfg, max_len), tokens, state, cfg, chunks,
+                                         wiring=w)
+                 for w in ("right", "reads-x", *(("no-cache-arguments",) if chunks else ()))}
+        expected = wired["right"]
+        atol = C.composition_tolerance(expected)
+        told_apart |= not C.is_close(wired["reads-x"], expected, atol=100 * atol)
+        mistakes = [("your logits match blocks whose attention reads x instead of ln1(x): x = x + "
+                     "self.attn(self.ln1(x), start_pos=start_pos, use_cache=use_cache)", wired["reads-x"])]
+        if chunks is None:
+            what = f"{module.label} logits"
+            out, inputs = module(tokens), {"tokens": tokens, "weights": "random, LayerNorm weights and biases included"}
+        else:
+            what = f"{module.label}, decoding in chunks of {chunks} tokens"
+            out = _decode(module, tokens, chunks, cfg[0], what=what)
+            inputs = f"tokens {C.describe_value(tokens)} fed in chunks of {chunks} tokens with use_cache=True; float64"
+            # a hint only: with an attention whose cache returns only the new entries (Part 2's bug) it is the
+            # right wiring too
+            mistakes.append(("your cached logits match blocks that do not pass start_pos and use_cache on to their "
+                             "attention: call self.attn(self.ln1(x), start_pos=start_pos, use_cache=use_cache) in "
+                             "every block", wired["no-cache-arguments"]))
+        C.assert_close(out, expected, atol=atol, dtype=F64, inputs=inputs, mistakes=mistakes,
+                       what=f"{what} against the same wiring of your own CausalSelfAttention")
+    if not told_apart:
+        C.fail("GPT: your CausalSelfAttention gives the same logits on the residual stream x as on ln1(x) on every "
+               "input of this check, so how the blocks feed it cannot be judged on it; fix Part 2 first.")

@@ -17,6 +17,11 @@ the rest of the attention does.  The full call must first match the reference at
 two wrong answers cannot agree (a rotation computed in float32, which is Part 1's business, still passes).
 KVCache itself must return exactly (torch.equal) what was written.
 
+The own-parts check (rubric.toml's `own_parts`; no points of its own) composes the attention on the trusted
+side around the student's own apply_rope and KVCache, in float64, and compares the student's module with it to
+float64 rounding (C.composition_tolerance): when it passes, a RoPE bug, which Part 1 grades, is carried forward
+here instead of costing this part's checks again.  Only tensors computed on the trusted side are sent.
+
 Which input amplifies which bug:
   * several calls at increasing start_pos (chunks 3, 1, 1, 2; then a restart at 0): a cache written at the
     wrong offset, returning only the new entries, the whole max_len buffer, or appending on a restart;
@@ -394,3 +399,123 @@ def test_cache_restarts_for_a_new_sequence(student):
     _check_cached(module, second, state, h, [2, 1, 1, 1],
                   what=f"{module.label}, then a second sequence with batch 3 (a cache created only once, for "
                        f"the first batch size, does not fit)")
+
+
+# --- the attention on the student's own RoPE and KVCache ----------------------------------------------------
+
+def _your_rope(student, t, positions):
+    """The student's apply_rope on heads the trusted side projected (float64)."""
+    return C.expect_tensor(C.call(student, "apply_rope", t, positions),
+                           what="your apply_rope on the attention's heads (float64)",
+                           inputs={"x": t, "positions": f"{positions.tolist()}"}, shape=t.shape, dtype=F64)
+
+
+def _your_cache(cache, k, v, start, written):
+    """The student's KVCache written as the notebook's attention writes it.  It must return exactly what was
+    written so far (`written`: the keys and values of the earlier calls; this call's are appended here), or the
+    attention cannot be judged on it."""
+    written[0].append(k)
+    written[1].append(v)
+    got = cache(k, v, start)
+    if not (isinstance(got, (list, tuple)) and len(got) == 2
+            and all(isinstance(g, torch.Tensor) and g.dtype == F64 for g in got)
+            and torch.equal(got[0], torch.cat(written[0], 2)) and torch.equal(got[1], torch.cat(written[1], 2))):
+        C.fail(f"{cache.label}: written at start_pos={start} (float64, after .to(torch.float64)), it does not return "
+               f"exactly the keys and values written at positions 0 .. {start + k.shape[2] - 1}, so the attention "
+               f"cannot be judged on it; this part's KVCache checks say what differs: fix that first.")
+    return got
+
+
+def _from_your_parts(student, x, state, num_heads, max_len, chunks=None):
+    """CausalSelfAttention as the trusted side composes it from the student's own apply_rope and KVCache, in
+    float64.  The projections, the head split, the scores / sqrt(head_dim), the causal mask on absolute
+    positions, the softmax, the merge and Wo are computed here; q and k are rotated by the student's apply_rope
+    at positions start_pos .. start_pos + t - 1, and with `chunks` (a cached decoder) the rotated keys and the
+    values go through the student's KVCache, created afresh at start_pos=0 and moved to float64, as the
+    notebook's attention uses it.  Returns that; the same pieces with RoPE not applied to the keys, the wiring
+    the check must be able to tell apart; and, when cached, with every call rotated as positions 0 .. t - 1
+    (None otherwise), a mistake a failure names."""
+    batch, total, d = x.shape
+    dh = d // num_heads
+    right, unrotated, not_offset, written, raw_keys, local_keys, cache, start = [], [], [], ([], []), [], [], None, 0
+
+    def heads(t):
+        return t.reshape(batch, t.shape[1], num_heads, dh).transpose(1, 2)
+
+    def attend(q, keys, values, start):
+        n = q.shape[2]
+        allowed = torch.arange(keys.shape[2])[None, :] <= torch.arange(start, start + n)[:, None]
+        scores = (q @ keys.transpose(-2, -1) / math.sqrt(dh)).masked_fill(~allowed, float("-inf"))
+        merged = (torch.softmax(scores, dim=-1) @ values).transpose(1, 2).reshape(batch, n, d)
+        return F.linear(merged, state["Wo.weight"])
+
+    for n in chunks or [total]:
+        q, k, v = (heads(F.linear(x[:, start:start + n], state[f"{name}.weight"])) for name in ("Wq", "Wk", "Wv"))
+        positions = torch.arange(start, start + n)
+        rq, rk = _your_rope(student, q, positions), _your_rope(student, k, positions)
+        if chunks is None:
+            keys, values = rk, v
+        else:
+            if start == 0:
+                cache = C.new(student, "KVCache", batch, max_len, num_heads, dh)
+                cache.to(F64)
+            keys, values = _your_cache(cache, rk, v, start, written)
+            # at start_pos 0 the positions are 0 .. t - 1 either way
+            local = torch.arange(n)
+            wq, wk = (rq, rk) if start == 0 else (_your_rope(student, q, local), _your_rope(student, k, local))
+            local_keys.append(wk)
+            not_offset.append(attend(wq, torch.cat(local_keys, 2), values, start))
+        raw_keys.append(k)
+        right.append(attend(rq, keys, values, start))
+        unrotated.append(attend(rq, torch.cat(raw_keys, 2), values, start))
+        start += n
+    return torch.cat(right, 1), torch.cat(unrotated, 1), torch.cat(not_offset, 1) if chunks else None
+
+
+def _compare_with_your_parts(student, module, x, state, num_heads, max_len, chunks=None, *, what):
+    """The module's output (one full call, or decoding in `chunks`) against the composition of the student's
+    own parts; whether this input told the right wiring apart from keys left unrotated."""
+    expected, unrotated, not_offset = _from_your_parts(student, x, state, num_heads, max_len, chunks)
+    atol = C.composition_tolerance(expected)
+    mistakes = [("your output matches the same computation without RoPE on the keys: rotate both q and k with "
+                 "apply_rope, per head", unrotated)]
+    if chunks is None:
+        out, inputs = module(x), {"x": x, "start_pos": 0, "use_cache": False, "weights": "random"}
+    else:
+        out = _decode(module, x, chunks, what=what)
+        inputs = f"x {C.describe_value(x)} fed in chunks of {chunks} tokens with use_cache=True; float64"
+        # a hint only: with a RoPE that ignores its positions argument (Part 1's bug) it is the right wiring too
+        mistakes.append(("your cached outputs match rotating every call's tokens as positions 0, 1, ...: in a "
+                         "cached call the tokens sit at positions start_pos, start_pos + 1, ...", not_offset))
+    C.assert_close(out, expected, atol=atol, dtype=F64, inputs=inputs, mistakes=mistakes,
+                   what=f"{what} against the same computation around your own apply_rope and KVCache")
+    return not C.is_close(unrotated, expected, atol=100 * atol)
+
+
+def test_attention_is_right_on_your_own_rope_and_cache(student):
+    """CausalSelfAttention's own logic, judged on the student's own apply_rope and KVCache (no points of its
+    own: when it passes and Part 1 lost points, this part's failed checks are carried forward from Part 1).
+    Its output equals the trusted side's projections, head split, scaling, causal mask with the offset, softmax,
+    merge and Wo around the student's own apply_rope (on q and k, at positions start_pos ..) and KVCache
+    (float64): one full call with one, two, three and four heads; one module decoding a sequence in chunks of
+    4, 3, 1 and 2 tokens, then a second sequence with another batch size token by token; a sequence that fills
+    max_len.  The check fails, instead of passing vacuously, when on none of these inputs the student's
+    apply_rope makes rotating the keys or not differ (the attention's code is the same for every input; a RoPE
+    that ignores its positions is the identity on single tokens, which are all at position 0 for it)."""
+    told_apart = False
+    for i, (d, h, b, s, max_len) in enumerate([CONFIGS[2], CONFIGS[0], CONFIGS[1], CONFIGS[3]]):
+        state = _attention_state(d, seed=2000 + 10 * i, dtype=F64)
+        module = _build(student, d, h, max_len, state, F64)
+        x = C.randn(b, s, d, seed=2005 + 10 * i, dtype=F64)
+        told_apart |= _compare_with_your_parts(student, module, x, state, h, max_len, what=f"{module.label} forward")
+    for i, (d, h, max_len, sequences) in enumerate([(8, 2, 12, [(2, [4, 3, 1, 2]), (3, [1] * 7)]),
+                                                    (16, 4, 12, [(1, [6, 1, 1, 1, 1, 2])])]):
+        state = _attention_state(d, seed=2100 + 10 * i, dtype=F64)
+        module = _build(student, d, h, max_len, state, F64)
+        for j, (b, chunks) in enumerate(sequences):
+            x = C.randn(b, sum(chunks), d, seed=2105 + 10 * i + j, dtype=F64)
+            what = f"{module.label}, {'a second sequence, ' if j else ''}decoding in chunks of {chunks} tokens"
+            told_apart |= _compare_with_your_parts(student, module, x, state, h, max_len, chunks, what=what)
+    if not told_apart:
+        C.fail("CausalSelfAttention: with your apply_rope, rotating the keys or not gives the same outputs on every "
+               "input of this check, so how the attention applies RoPE cannot be judged on it; fix Part 1 first.")
