@@ -200,7 +200,7 @@ def _as_client(cwd: str, assignment: str | None) -> Iterator[tuple[io.StringIO, 
 
 def _serve_one(conn: socket.socket, run: Callable[[list[str]], int], stopper: _Stopper, started_with: bytes,
                log: Callable[[str], None]) -> None:
-    from autograder.judging.fingerprint import engine_digest
+    from autograder.judging.fingerprint import package_digest
 
     if _peer_uid(conn) != os.getuid():
         log("refused a connection from another user")
@@ -212,7 +212,7 @@ def _serve_one(conn: socket.socket, run: Callable[[list[str]], int], stopper: _S
         with contextlib.suppress(OSError):
             protocol.send(conn, {"refused": str(exc) or type(exc).__name__})
         return
-    if engine_digest.__wrapped__() != started_with:
+    if package_digest() != started_with:
         log("refused a request: the engine changed since the service started; restart it")
         protocol.send(conn, {"refused": "the kit's engine changed since the service started; restart it"})
         return
@@ -243,11 +243,11 @@ def serve(path: Path, assignments: list[str], log: Callable[[str], None]) -> int
     """Runs until SIGTERM or Ctrl-C; the socket is removed on the way out."""
     from autograder import cli
     from autograder.host.sandbox import Zygote
-    from autograder.judging.fingerprint import engine_digest
+    from autograder.judging.fingerprint import package_digest
 
     listener = _listen(path)
     try:
-        started_with = engine_digest()
+        started_with = package_digest()
         Zygote.shared()  # torch on both sides at once
         from autograder.judging.judge import collect
         from autograder.judging.rubric import load_rubric

@@ -8,6 +8,9 @@ import functools
 import json
 import operator
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -24,6 +27,7 @@ from autograder.judging.rubric import PartScore, load_rubric
 from autograder.authoring.assignment import Assignment
 from autograder.authoring.samples import student_notebook, write_notebook
 from autograder.host.limits import Limits
+from conftest import REPO
 
 RUBRIC = load_rubric("transformer_block")
 
@@ -61,6 +65,23 @@ def test_fingerprint_follows_suites_rubric_kit_and_limits_and_nothing_else(tmp_p
     calls = kit / "judging" / "checks" / "calls.py"
     calls.write_text(calls.read_text() + "\n# a message reworded\n")
     assert fingerprint.engine_digest.__wrapped__() != version
+    # code that cannot change a stored grade regrades nothing
+    version = fingerprint.engine_digest.__wrapped__()
+    for tool in ("authoring/benchmark.py", "reports/html.py", "cli.py", "platforms/gradescope.py"):
+        (kit / tool).write_text((kit / tool).read_text() + "\n# edited\n")
+        assert fingerprint.engine_digest.__wrapped__() == version, tool
+
+
+def test_the_engine_digest_covers_everything_grading_imports():
+    """What a grade is computed and written by, in the grading process and in the child: every module of the kit
+    those import is in fingerprint.ENGINE, so that no edit that can change a grade keeps a stale one."""
+    probe = ("import sys, autograder.grading, autograder.reports.results, autograder.child.serve, "
+             "autograder.child.zygote; print('\\n'.join(m.__file__ for n, m in sorted(sys.modules.items()) "
+             "if n.startswith('autograder') and getattr(m, '__file__', None)))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
+    imported = [Path(f).relative_to(fingerprint.PACKAGE_DIR).as_posix() for f in done.stdout.split()]
+    assert len(imported) > 30
+    assert [m for m in imported if not m.startswith(fingerprint.ENGINE)] == []
 
 
 def test_cells_hash_is_what_is_graded_not_the_file(tmp_path):
