@@ -32,6 +32,11 @@ grading: `<folder>/<student>.json` is used when it judged exactly the cells bein
 after nbgrader has restored locked cells) against the same assignment (`assignment_fingerprint`: suites,
 rubric, kit, limits).  The cell outputs are then the ones a fresh grade writes.  Any other file there is
 ignored: malformed, foreign, or keyed otherwise.
+
+Every grade it makes or reuses is kept in <course root>/autograded-history/<assignment>/<student>/, and a
+regrade (autograde --force, a resubmission) is compared with the student's previous grade there: whose score or
+check verdicts moved, and why, go to <course root>/<assignment>-changes.csv and nbgrader's log
+(autograder.nbgrader_regrades).
 """
 from __future__ import annotations
 
@@ -49,15 +54,17 @@ import nbformat
 from nbconvert.exporters import NotebookExporter
 from nbformat.notebooknode import NotebookNode
 from nbgrader.api import Gradebook
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Int, List, TraitType, Unicode
 
-from autograder.judging.fingerprint import assignment_fingerprint, file_cells_sha256
+from autograder.judging.fingerprint import assignment_fingerprint, file_cells_sha256, fingerprint_components
 from autograder.grading import Unjudgeable, grade_file
-from autograder.batch import result_path
+from autograder.batch import result_path, suite_names
+from autograder import nbgrader_regrades
 from autograder.result import GradeResult, display_name
 from autograder.reports import figures
-from autograder.reports.results import from_gradescope, message_text, summary
+from autograder.reports.results import from_gradescope, gradescope, message_text, summary
 from autograder.judging.judge import run_suite
 from autograder.judging.rubric import PartScore, Rubric, load_rubric, score
 from autograder.host.limits import Limits, knobs
@@ -430,12 +437,16 @@ class SandboxedGrading(_LimitTraits):
         rubric = load_rubric(self.assignment or resources["nbgrader"]["assignment"])
         # shown in the log, and as grade-all names the student (<student>.json to reuse)
         student = display_name(resources["nbgrader"]["student"])
+        # before grading: the suites the judge will read (as grade-all keys its results)
+        fingerprint = assignment_fingerprint(rubric, self.limits())
+        components = fingerprint_components(rubric, self.limits())
         kit = nb.metadata.pop(KIT, None)  # ReleaseCells' (a submission's own was dropped when it was read)
         refused = kit.get("unreadable") if isinstance(kit, dict) else None
         if isinstance(refused, str) and refused:
             result = refused_result(rubric, f"{resources['nbgrader']['notebook']}.ipynb", refused)
         else:
             result = self.graded(nb, student, rubric, resources["nbgrader"]["notebook"])
+        self.keep_grade(resources, rubric, result, fingerprint, components)
         for grade_id in add_missing_test_cells(nb, release_cells(resources)):
             self.log.warning("%s: test cell %s was missing from the submission: added back with its verdict",
                              student, grade_id)
@@ -443,6 +454,28 @@ class SandboxedGrading(_LimitTraits):
             self.log.warning("test cell %s matches no part of rubric %s: scored 0", grade_id, rubric.assignment)
         explain_not_run(nb)
         return nb, resources
+
+    def keep_grade(self, resources: dict[str, Any], rubric: Rubric, result: GradeResult, fingerprint: str,
+                   components: dict[str, Any]) -> None:
+        """Keeps the grade in the student's history and reports a regrade (autograder.nbgrader_regrades).  A
+        history that cannot be written is logged, and grading goes on: the gradebook still gets the grade."""
+        info = resources["nbgrader"]
+        report = gradescope(result, cells_sha256=result.cells_sha256, assignment_fingerprint=fingerprint)
+        report["extra_data"]["assignment_components"] = components
+        root = Path(CourseDirectory(config=self.config).root)
+        try:
+            change = nbgrader_regrades.record(root, info["assignment"], info["student"], info["notebook"], report,
+                                              suite_names(rubric), self.log.info)
+        except OSError as exc:
+            self.log.warning("%s: grade not kept in %s (%s: %s): its next regrade cannot say what changed",
+                             display_name(info["student"]), display_name(str(
+                                 nbgrader_regrades.assignment_history(root, info["assignment"]))),
+                             type(exc).__name__, exc)
+            return
+        if change is not None and change.changed:
+            self.log.warning("%s", nbgrader_regrades.change_line(change))
+        elif change is not None:
+            self.log.info("%s", nbgrader_regrades.unchanged_line(change))
 
     def graded(self, nb: NotebookNode, student: str, rubric: Rubric, notebook: str) -> GradeResult:
         with tempfile.TemporaryDirectory(prefix="nbgrader-sandbox-") as tmp:
@@ -488,5 +521,6 @@ class SandboxedGrading(_LimitTraits):
                                  str(exc).split("\n", 1)[0][:200])
                 continue
             self.log.info("%s reused: %s / %s from %s", student, result.score, result.max_score, candidate)
+            result.cells_sha256 = cells
             return result
         return None
