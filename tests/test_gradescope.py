@@ -23,6 +23,8 @@ from autograder import PACKAGE_DIR
 from autograder.authoring.samples import student_notebook, write_notebook
 from autograder.cli import main
 from autograder.host.limits import Limits
+from autograder.host.source_cells import read_cells
+from autograder.judging import resemblance
 from autograder.judging.fingerprint import assignment_fingerprint
 from autograder.judging.rubric import load_rubric
 from autograder.platforms import gradescope_run
@@ -359,6 +361,15 @@ def test_setup_installs_cpu_torch_and_the_kit_then_run_autograder_grades_with_it
         assert (root / "source" / "assignments" / ASSIGNMENT / "rubric.toml").stat().st_mode & 0o077 == 0
         assert (root / "source" / "autograder" / "cli.py").stat().st_mode & 0o004
         assert "setup.sh: sandbox: available" in done.stdout
+        # torch's implementations fingerprinted once, for every submission's container; to see that the grader
+        # reads them, a made-up entry holding the student's own layer norm is added, which it must then report
+        assert re.search(r"setup.sh: fingerprints of \d{2,} torch functions", done.stdout), done.stdout
+        (cached,) = (venv / "autograder-cache").glob("resemblance-*.json")
+        stored = json.loads(cached.read_text())
+        solution = read_cells(write_notebook(student_notebook(ASSIGNMENT), tmp_path / "solved.ipynb"))
+        own = next(cell for cell in solution if "def layer_norm(" in cell)
+        stored["corpus"]["torch.made_up_layer_norm"] = sorted(resemblance.fingerprints(own))
+        cached.write_text(json.dumps(stored))
         write_notebook(student_notebook(ASSIGNMENT), root / "submission" / f"{ASSIGNMENT}.ipynb")
         # pytest's folders and a Python below /root are root's alone; on Gradescope both live in /opt and /usr
         base = Path(sys.base_prefix)
@@ -369,5 +380,6 @@ def test_setup_installs_cpu_torch_and_the_kit_then_run_autograder_grades_with_it
                                     AUTOGRADER_PYTHON=None)  # the interpreter setup.sh installed
         check_specification(results)
         assert results["score"] == 100 and results["extra_data"]["isolation"].startswith("tier 2")
+        assert ["torch.made_up_layer_norm", 1.0] in results["extra_data"]["resembles"], results["output"]
     finally:
         shutil.rmtree(venv, ignore_errors=True)  # 1.4 GB

@@ -14,8 +14,8 @@ The corpus is what the rubric refuses, found in torch's installed source by what
 function or class whose name matches a part's `forbidden_ops` pattern or the last name of an `off_limits`
 entry (a class gives one entry per method), anywhere in torch's Python files, with the module-level functions
 of the same file that they call (torch._refs.native_layer_norm's arithmetic is in `_normalize`).  Building it
-reads all of torch's source (about a second), so it is kept in the grader's cache folder, keyed by torch's
-version and location, the patterns and this module's parameters.
+reads all of torch's source (about a second), so it is kept in the grader's cache folder (AUTOGRADER_CACHE, or
+XDG_CACHE_HOME/autograder), keyed by torch's version and location, the patterns and this module's parameters.
 """
 from __future__ import annotations
 
@@ -193,6 +193,9 @@ def build_corpus(names: tuple[str, ...]) -> dict[str, list[int]]:
 
 
 def _cache_folder() -> Path:
+    """AUTOGRADER_CACHE (a Gradescope image's, filled once by its setup.sh), or the user's cache folder."""
+    if os.environ.get("AUTOGRADER_CACHE"):
+        return Path(os.environ["AUTOGRADER_CACHE"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "autograder"
 
 

@@ -64,6 +64,14 @@ if problems:
 print(f"setup.sh: torch {torch.__version__} (CPU), the kit from {kit}")
 CHECK
 
+# torch's own implementations of the graded operations, fingerprinted once here instead of once in every
+# submission's fresh container (autograder/judging/resemblance.py; the supervisor points the grader at them)
+AUTOGRADER_CACHE="$VENV/autograder-cache" "$PYTHON" -c 'import sys
+from autograder.judging.resemblance import corpus
+from autograder.judging.rubric import load_rubric
+print("setup.sh: fingerprints of", len(corpus(load_rubric(sys.argv[1]).torch_implementations)), "torch functions")' \
+    "@ASSIGNMENT@"
+
 # Only root reads the hidden suites, the rubric and the rest of this folder.  A sandboxed child needs no account
 # of its own: it runs under a uid nobody else has (2^30 + its PID), and it reads only an allow-list: the Python
 # installation, the virtual environment and the engine (autograder/).  So those stay readable to every uid, and

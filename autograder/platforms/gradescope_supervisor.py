@@ -115,6 +115,9 @@ def start_grader(args: argparse.Namespace, root: Path, uid: int | None, allow_un
                "--token-fd", str(token_fd), "--results-fd", str(results_fd)]
     command += ["--allow-unisolated"] if allow_unisolated else []
     env = {**os.environ, "PYTHONPATH": str(kit)}  # the kit in the zip, whatever else the interpreter has
+    prepared = Path(sys.prefix) / "autograder-cache"  # what setup.sh computed once for every submission
+    if prepared.is_dir():
+        env.setdefault("AUTOGRADER_CACHE", str(prepared))
     identity: dict[str, Any] = {}
     if uid is not None:
         # its home is the one place it may write; no user site-packages the submission could plant code in
