@@ -31,7 +31,7 @@ import tempfile
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 NOISE = 12          # tokens per k-gram: shorter shared runs are idiom (`x.mean(dim=-1, keepdim=True)`)
 GUARANTEE = 24      # a shared run at least this long is always seen
