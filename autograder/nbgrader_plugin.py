@@ -358,15 +358,18 @@ def _part_feedback(part: PartScore, result: GradeResult) -> str:
 
 
 def picture_outputs(part: PartScore) -> list[NotebookNode]:
-    """One image per piece of evidence the part's failing checks carry (checks of one experiment that failed
-    on the same evidence share it), captioned with the first such check's name."""
-    shown = {}
+    """One image per distinct picture the part's failing checks carry (one bug failing several checks alike
+    draws the same picture, from equal or different evidence), captioned with the first such check's name."""
+    drawn: dict[Any, bytes] = {}
+    shown: dict[bytes, tuple[str, Any]] = {}
     for test in part.tests:
         if test.figure is not None:
-            shown.setdefault(test.figure, test.name)
+            if test.figure not in drawn:
+                drawn[test.figure] = figures.png(test.figure)
+            shown.setdefault(drawn[test.figure], (test.name, test.figure))
     return [nbformat.v4.new_output("display_data", data={
-        "image/png": base64.b64encode(figures.png(figure)).decode("ascii"),
-        "text/plain": f"{name}: {figures.caption(figure)}"}) for figure, name in shown.items()]
+        "image/png": base64.b64encode(png).decode("ascii"),
+        "text/plain": f"{name}: {figures.caption(figure)}"}) for png, (name, figure) in shown.items()]
 
 
 def verdict_outputs(part: PartScore, cell_points: float, result: GradeResult) -> list[NotebookNode]:

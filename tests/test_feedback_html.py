@@ -262,6 +262,17 @@ def _one_part_failing(tests: list[Score]) -> tuple[GradeResult, str]:
     return result, html.student_page(result)
 
 
+def test_one_bug_failing_several_checks_draws_one_picture_in_nbgraders_cell_too():
+    same = [ALL_RED, dataclasses.replace(ALL_RED, ratio=((1000.0,) * 6,) * 5)]  # different evidence, one picture
+    other = dataclasses.replace(ALL_RED, ratio=((0.5,) * 6,) * 5)
+    result, _ = _one_part_failing([Score("layer_norm", f"test_{i}", 0.0, 2.0, False, "off", figure)
+                                   for i, figure in enumerate([*same, other])])
+    cell = next(c for c in notebook_outputs(result) if c.metadata.nbgrader.grade_id == "layer_norm")
+    pictures = [o for o in cell.outputs if o.output_type == "display_data"]
+    assert len(pictures) == 2 and pictures[0].data["text/plain"].startswith("test_0: ")
+    assert pictures[1].data["text/plain"].startswith("test_2: ")
+
+
 def test_one_bug_failing_several_checks_shows_its_hint_and_picture_once():
     """Four checks that one bug fails the same way: the same hint, and evidence that draws the same picture
     (an equal copy, ratios past the scale's end, another output shape)."""
