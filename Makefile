@@ -15,7 +15,9 @@ setup: $(STAMP)
 # course machines) installs that one; any other (a laptop, a server) gets it from PyTorch's CPU index, whose
 # 2.13.0+cpu sorts above PyPI's multi-GB CUDA build of 2.13.0.  TORCH_INDEX=URL names another index, TORCH_INDEX=
 # none at all.  requirements.lock pins everything else.
-LOCAL_TORCH := $(foreach d,$(subst file://,,$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)),$(wildcard $(d)/torch-2.13.0+cpu-*.whl))
+# (find-links from pip's configuration files and from PIP_FIND_LINKS alike; evaluated only when setup runs)
+FIND_LINKS = $(subst file://,,$(shell $(PYTHON) -m pip config list 2>/dev/null | sed -n "s/.*find-links='\(.*\)'/\1/p") $(PIP_FIND_LINKS))
+LOCAL_TORCH = $(foreach d,$(FIND_LINKS),$(wildcard $(d)/torch-2.13.0+cpu-*.whl))
 TORCH_INDEX ?= $(if $(LOCAL_TORCH),,https://download.pytorch.org/whl/cpu)
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
