@@ -27,13 +27,13 @@ import io
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
 from autograder.judging.fingerprint import changed_components
+from autograder.reports.results import write_bytes_atomic
 from autograder.result import csv_cell, display_name
 
 HISTORY = "history"
@@ -110,16 +110,7 @@ def keep_history(result: Path) -> Path | None:
         except OSError:  # no hard links here (some network or FAT file systems): a copy, made atomically
             if target.exists():
                 continue
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".kept.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(tmp, target)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_bytes_atomic(target, data)
         _fsync_folder(folder)
         return target
     raise FileExistsError(f"{folder}: no free history name for {base}")

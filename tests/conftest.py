@@ -153,6 +153,22 @@ def grade_class_both_ways(folder: Path, out: Path, course_root: Path, through_nb
 
 
 
+def two_student_course(root: Path):
+    """A scratch nbgrader course with the assignment released, in which alice (the reference) and bob (the
+    unbiased-variance bug) have submitted through the exchange and are on the roster."""
+    from autograder.authoring.demo import Course
+    from autograder.authoring.samples import student_notebook, write_notebook
+
+    course = Course(root / "course", ASSIGNMENT)
+    course.create()
+    course.release()
+    notebooks = {"alice": student_notebook(ASSIGNMENT), "bob": student_notebook(ASSIGNMENT, [UNBIASED_VARIANCE])}
+    for student, notebook in notebooks.items():
+        course.student_submits(student, write_notebook(notebook, root / "notebooks" / f"{student}.ipynb"))
+    course.add_students(list(notebooks))
+    return course
+
+
 def hidden_source(assignment: str, shown: str = "") -> list[re.Pattern]:
     """What of an assignment's hidden suites must never reach a student, as patterns: each function's definition
     (test functions' names are the checks' names, which students see; `def name(` is not), each private helper's

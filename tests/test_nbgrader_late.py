@@ -13,8 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from autograder.authoring.demo import Course
-from autograder.authoring.samples import student_notebook, write_notebook
-from conftest import ASSIGNMENT, UNBIASED_VARIANCE
+from conftest import ASSIGNMENT, two_student_course
 from test_lms import read_canvas
 
 DUE = "2025-03-01 12:00:00 UTC"
@@ -36,13 +35,7 @@ def exported(course: Course, folder: Path) -> SimpleNamespace:
 @pytest.fixture(scope="module")
 def late_course(tmp_path_factory) -> SimpleNamespace:
     root = tmp_path_factory.mktemp("late")
-    course = Course(root / "course", ASSIGNMENT)
-    course.create()
-    course.release()
-    notebooks = {"alice": student_notebook(ASSIGNMENT), "bob": student_notebook(ASSIGNMENT, [UNBIASED_VARIANCE])}
-    for student, notebook in notebooks.items():
-        course.student_submits(student, write_notebook(notebook, root / "notebooks" / f"{student}.ipynb"))
-    course.add_students(list(notebooks))
+    course = two_student_course(root)
     course.nbgrader("db", "assignment", "add", ASSIGNMENT, f"--duedate={DUE}")
     course.nbgrader("collect", ASSIGNMENT)
     for student, when in SUBMITTED.items():  # as if handed in then: collect copied the exchange's timestamp

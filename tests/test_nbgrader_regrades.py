@@ -12,11 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from autograder.authoring.demo import Course
 from autograder.authoring.samples import student_notebook, write_notebook
 from autograder.nbgrader_regrades import HISTORY_FOLDER, NOTEBOOK, changes_path
 from autograder.regrades import CHANGES_HEADER
-from conftest import ASSIGNMENT, UNBIASED_VARIANCE
+from conftest import ASSIGNMENT, two_student_course
 
 TIMEOUT = 170  # the default is 180: a limit that changes the fingerprint and no verdict
 
@@ -29,15 +28,7 @@ def verdicts(path: Path) -> dict[str, bool]:
 @pytest.fixture(scope="module")
 def regraded(tmp_path_factory) -> SimpleNamespace:
     root = tmp_path_factory.mktemp("regrades")
-    course = Course(root / "course", ASSIGNMENT)
-    course.create()
-    course.release()
-    notebooks = {"alice": write_notebook(student_notebook(ASSIGNMENT), root / "notebooks" / "alice.ipynb"),
-                 "bob": write_notebook(student_notebook(ASSIGNMENT, [UNBIASED_VARIANCE]),
-                                       root / "notebooks" / "bob.ipynb")}
-    for student, notebook in notebooks.items():
-        course.student_submits(student, notebook)
-    course.add_students(list(notebooks))
+    course = two_student_course(root)
     course.nbgrader("collect", ASSIGNMENT)
     first_log = course.nbgrader("autograde", ASSIGNMENT, "--force")
     first_changes = changes_path(course.root, ASSIGNMENT).exists()
@@ -48,12 +39,12 @@ def regraded(tmp_path_factory) -> SimpleNamespace:
     with changes_path(course.root, ASSIGNMENT).open(newline="", encoding="utf-8") as handle:
         rows = list(csv.reader(handle))
     history = course.root / HISTORY_FOLDER / ASSIGNMENT
-    kept = {s: sorted((history / s).glob("*.json")) for s in notebooks}
+    kept = {s: sorted((history / s).glob("*.json")) for s in ("alice", "bob")}
     # nothing changed: a regrade on request, which moves nobody
     third_log = course.nbgrader("autograde", ASSIGNMENT, "--force", f"--SandboxedGrading.timeout={TIMEOUT}")
     return SimpleNamespace(course=course, logs=(first_log, again_log, third_log), first_changes=first_changes,
                            rows=rows, history=kept, third_changes=changes_path(course.root, ASSIGNMENT).read_text(),
-                           third_history={s: sorted((history / s).glob("*.json")) for s in notebooks})
+                           third_history={s: sorted((history / s).glob("*.json")) for s in ("alice", "bob")})
 
 
 def test_the_history_keeps_every_grade_with_its_verdicts(regraded):

@@ -60,6 +60,22 @@ _BLOCK_INIT = '''
         self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
 '''
 
+# a MultiHeadAttention whose forward hands its weights to `my_attention_forward`, a copy of torch's
+# F.multi_head_attention_forward defined by the cell before it (compiled afresh, or pasted)
+_MHA_THROUGH_FUNCTIONAL = '''
+class MultiHeadAttention(nn.Module):''' + _MHA_INIT + '''
+    def forward(self, x, causal=False):
+        d_model = x.shape[-1]
+        seq = x.transpose(0, 1)  # torch's layout: [S, B, d]
+        bias = None if self.Wq.bias is None else torch.cat([self.Wq.bias, self.Wk.bias, self.Wv.bias])
+        mask = ~causal_mask(x.shape[1], device=x.device) if causal else None
+        out, _ = my_attention_forward(
+            seq, seq, seq, d_model, self.num_heads, None, bias, None, None, False, 0.0, self.Wo.weight, self.Wo.bias,
+            training=False, need_weights=True, attn_mask=mask, use_separate_proj_weight=True,
+            q_proj_weight=self.Wq.weight, k_proj_weight=self.Wk.weight, v_proj_weight=self.Wv.weight)
+        return out.transpose(0, 1)
+'''
+
 # ctypes into libtorch_cpu.so's C ABI for AOTInductor (the c_shim_cpu functions), which calls the CPU kernel
 # (or the composite implementation) directly, without the dispatcher and so without the kit's overrides
 _AOTI_SHIM = '''
@@ -320,19 +336,9 @@ exec(compile(ast.Module([_fn], []), "mine.py", "exec"), _globals)
 my_attention_forward = _globals["multi_head_attention_forward"] = _globals["my_attention_forward"]  # its torch-function self-reference
 
 
-class MultiHeadAttention(nn.Module):''' + _MHA_INIT + '''
-    def forward(self, x, causal=False):
-        d_model = x.shape[-1]
-        seq = x.transpose(0, 1)  # torch's layout: [S, B, d]
-        bias = None if self.Wq.bias is None else torch.cat([self.Wq.bias, self.Wk.bias, self.Wv.bias])
-        mask = ~causal_mask(x.shape[1], device=x.device) if causal else None
-        out, _ = my_attention_forward(
-            seq, seq, seq, d_model, self.num_heads, None, bias, None, None, False, 0.0, self.Wo.weight, self.Wo.bias,
-            training=False, need_weights=True, attn_mask=mask, use_separate_proj_weight=True,
-            q_proj_weight=self.Wq.weight, k_proj_weight=self.Wk.weight, v_proj_weight=self.Wv.weight)
-        return out.transpose(0, 1)
-''', "torch's own F.multi_head_attention_forward, parsed from the installed torch/nn/functional.py and "
-     "compiled under another name"),
+''' + _MHA_THROUGH_FUNCTIONAL,
+        "torch's own F.multi_head_attention_forward, parsed from the installed torch/nn/functional.py and compiled "
+        "under another name"),
     "mha-hop-math-attention": ("multi_head_attention", "multi_head_attention_class", '''
 from torch._higher_order_ops.flex_attention import math_attention
 from torch.nn.attention.flex_attention import _create_empty_block_mask
@@ -807,19 +813,7 @@ import torch.nn.functional as F
 globals().update({k: v for k, v in vars(F).items() if not k.startswith("__") and k not in globals()})
 
 ''' + own + '''
-
-class MultiHeadAttention(nn.Module):''' + _MHA_INIT + '''
-    def forward(self, x, causal=False):
-        d_model = x.shape[-1]
-        seq = x.transpose(0, 1)
-        bias = None if self.Wq.bias is None else torch.cat([self.Wq.bias, self.Wk.bias, self.Wv.bias])
-        mask = ~causal_mask(x.shape[1], device=x.device) if causal else None
-        out, _ = my_attention_forward(
-            seq, seq, seq, d_model, self.num_heads, None, bias, None, None, False, 0.0, self.Wo.weight, self.Wo.bias,
-            training=False, need_weights=True, attn_mask=mask, use_separate_proj_weight=True,
-            q_proj_weight=self.Wq.weight, k_proj_weight=self.Wk.weight, v_proj_weight=self.Wv.weight)
-        return out.transpose(0, 1)
-'''
+''' + _MHA_THROUGH_FUNCTIONAL
 
 
 def _copied_layer_norm() -> str:

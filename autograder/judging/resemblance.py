@@ -232,8 +232,9 @@ def resemblances(cells: Sequence[str], names: tuple[str, ...]) -> list[Resemblan
     submitted: set[int] = set()
     for cell in cells:
         submitted |= fingerprints(cell)
-    shared = {name: prints & submitted for name, prints in corpus(names).items()}
-    candidates = sorted(((len(shared[n]) / len(p), n) for n, p in corpus(names).items()
+    implementations = corpus(names)
+    shared = {name: prints & submitted for name, prints in implementations.items()}
+    candidates = sorted(((len(shared[n]) / len(p), n) for n, p in implementations.items()
                          if len(shared[n]) >= FLAG_SHARE * len(p)), key=lambda c: (-c[0], c[1]))
     found: list[Resemblance] = []
     seen: set[int] = set()
