@@ -32,8 +32,10 @@ from _pytest.config import ConftestImportFailure, _prepareconfig
 from _pytest.pathlib import CouldNotResolvePathError, module_name_from_path, resolve_pkg_root_and_module_name
 
 from autograder.interrupts import JudgingInterrupted, interruption
+from autograder.judging.checks.caching import StoredReferences, stored_in
 from autograder.judging.checks.failing import Later
 from autograder.judging.evidence import FIGURE_TYPES, Figure
+from autograder.judging.fingerprint import engine_digest
 from autograder.judging.rubric import suite_sources
 from autograder.judging.submission import StudentError, Submission, SubmissionBroken
 
@@ -279,6 +281,8 @@ class SuiteSession:
     def __init__(self, suite_files: Sequence[Path]) -> None:
         self.files = [Path(os.path.abspath(f)) for f in suite_files]
         self.digest = _digest(self.files)
+        # what the suites' references depend on beyond their arguments (which `once` keys them by)
+        self.references = StoredReferences(f"{self.digest} {engine_digest().hex()}")
         self.pid = os.getpid()
         self.busy = False
         self.closed = False
@@ -329,12 +333,13 @@ class SuiteSession:
             reporter.stats.clear()  # every report of every run otherwise
         self.busy = True
         try:
-            with _process_state_kept():
+            with _process_state_kept(), stored_in(self.references):
                 try:
                     self.config.hook.pytest_runtestloop(session=session)
                 finally:
                     self._between_runs()
-            collector.draw_later(pictures)
+                collector.draw_later(pictures)
+            self.references.save()
             return collector.results()
         except session.Failed:  # a stop request (what --maxfail makes): the checks after it never ran
             self._discard()     # and a session cannot be told to go on after one

@@ -27,11 +27,12 @@ import json
 import keyword
 import os
 import re
-import tempfile
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
+
+from autograder.judging import cache
 
 NOISE = 12          # tokens per k-gram: shorter shared runs are idiom (`x.mean(dim=-1, keepdim=True)`)
 GUARANTEE = 24      # a shared run at least this long is always seen
@@ -192,13 +193,6 @@ def build_corpus(names: tuple[str, ...]) -> dict[str, list[int]]:
     return corpus
 
 
-def _cache_folder() -> Path:
-    """AUTOGRADER_CACHE (a Gradescope image's, filled once by its setup.sh), or the user's cache folder."""
-    if os.environ.get("AUTOGRADER_CACHE"):
-        return Path(os.environ["AUTOGRADER_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "autograder"
-
-
 @functools.cache
 def corpus(names: tuple[str, ...]) -> dict[str, frozenset[int]]:
     """The corpus for `names`, from the cache folder when it holds this one; built and stored otherwise.  A
@@ -206,22 +200,15 @@ def corpus(names: tuple[str, ...]) -> dict[str, frozenset[int]]:
     import torch
 
     key = hashlib.sha256(json.dumps([VERSION, torch.__version__, str(_torch_root()), names]).encode()).hexdigest()
-    path = _cache_folder() / f"resemblance-{key[:32]}.json"
+    entry = f"resemblance-{key[:32]}.json"
     try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
+        stored = json.loads(cache.read(entry) or b"{}")
         if stored.get("key") == key and isinstance(stored.get("corpus"), dict):
             return {n: frozenset(p) for n, p in stored["corpus"].items()}
-    except (OSError, ValueError, AttributeError, TypeError):
+    except (ValueError, AttributeError, TypeError):
         pass
     built = build_corpus(names)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"key": key, "corpus": built}, handle)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    cache.write(entry, json.dumps({"key": key, "corpus": built}).encode())
     return {n: frozenset(p) for n, p in built.items()}
 
 

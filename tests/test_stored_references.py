@@ -1,0 +1,133 @@
+"""The suites' references (`checks.once`) are kept between grading processes in the grader's cache folder, keyed
+by the suites, the engine and torch: a cold process reads them instead of computing them again, gets exactly the
+same bits, and recomputes whatever is missing, damaged or not storable."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from autograder import REPO_ROOT
+from autograder.judging import cache
+from autograder.judging.checks import caching
+
+
+
+@pytest.fixture(autouse=True)
+def cache_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOGRADER_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def counted(result):
+    """A fresh `once` reference (as a new process has: nothing in memory) and the count of its computations."""
+    calls = []
+
+    def reference(n, x=None):
+        calls.append(n)
+        return result(n)
+    reference.__qualname__ = "reference"  # the same name in every "process"
+    return caching.once(reference), calls
+
+
+def test_a_second_process_reads_what_the_first_computed():
+    make = lambda n: {"weights": torch.randn(n, n, dtype=torch.float64), "norm": 1.0 / 3, "shape": (n, n)}
+    first, calls = counted(make)
+    with caching.stored_in(caching.StoredReferences("suite v1")):
+        first(3, x=torch.arange(4.0))
+    assert list(cache_folder_entries()) == []  # a store is written when saved, not before
+
+    first, calls = counted(make)
+    store = caching.StoredReferences("suite v1")
+    with caching.stored_in(store):
+        computed = first(3, x=torch.arange(4.0))
+        assert first(3, x=torch.arange(4.0))["norm"] == 1.0 / 3  # from memory
+    store.save()
+    assert calls == [3] and len(list(cache_folder_entries())) == 1
+
+    again, calls_again = counted(lambda n: pytest.fail("computed again"))
+    with caching.stored_in(caching.StoredReferences("suite v1")):
+        read = again(3, x=torch.arange(4.0))
+    assert calls_again == []
+    assert read["weights"].dtype == torch.float64 and torch.equal(read["weights"], computed["weights"])
+    assert read["norm"] == computed["norm"] and read["shape"] == (3, 3)
+
+    other, calls_other = counted(make)
+    with caching.stored_in(caching.StoredReferences("suite v2")):  # an edited suite: its own references
+        other(3, x=torch.arange(4.0))
+    with caching.stored_in(caching.StoredReferences("suite v1")):
+        other(3, x=torch.arange(5.0))                               # other arguments: another reference
+    assert calls_other == [3, 3]
+
+
+def cache_folder_entries():
+    return cache.folder().glob("references-*.pt") if cache.folder().exists() else []
+
+
+@pytest.mark.parametrize("damage", [b"", b"not a torch file", b"\x80\x02K\x01."])
+def test_a_damaged_store_is_recomputed(damage):
+    store = caching.StoredReferences("suite")
+    reference, calls = counted(lambda n: torch.ones(n))
+    with caching.stored_in(store):
+        reference(2)
+    store.save()
+    (entry,) = cache_folder_entries()
+    entry.write_bytes(damage)
+    again, calls_again = counted(lambda n: torch.ones(n))
+    with caching.stored_in(caching.StoredReferences("suite")):
+        assert torch.equal(again(2), torch.ones(2))
+    assert calls_again == [2]
+
+
+def test_what_cannot_come_back_as_it_was_is_not_stored():
+    store = caching.StoredReferences("suite")
+    values = {1: frozenset({1, 2}), 2: torch.ones(2).to_sparse(), 3: {4: "int key"}, 4: [torch.zeros(1), 1.5]}
+    reference, calls = counted(lambda n: values[n])
+    by_address, address_calls = counted(lambda n: n)
+    with caching.stored_in(store):
+        for n in values:
+            reference(n)
+        by_address(1, x=object())  # shown by its address: not the same argument in another process
+    assert len(store.values) == 1 and calls == [1, 2, 3, 4]
+    assert reference(1) == {1, 2}  # still cached in memory, as it was
+    store.save()
+    reread = caching.StoredReferences("suite")
+    assert len(reread.values) == 1 and list(reread.values.values())[0][1] == 1.5
+
+
+def test_an_unwritable_folder_costs_only_the_computation(tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("AUTOGRADER_CACHE", str(tmp_path / "a-file" / "cache"))
+    store = caching.StoredReferences("suite")
+    reference, calls = counted(lambda n: torch.ones(n))
+    with caching.stored_in(store):
+        reference(2)
+    store.save()
+    assert calls == [2]
+
+
+def test_a_cold_grade_reads_the_references_and_grades_alike(tmp_path, cache_folder):
+    """The real thing: two cold `grade` commands on one submission, the second reading the references the first
+    stored, give the same results, check for check."""
+    from autograder.authoring.samples import student_notebook, write_notebook
+
+    submission = write_notebook(student_notebook("transformer_block", [(
+        "var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased, as torch.nn.LayerNorm",
+        "var = x.var(dim=-1, keepdim=True)")]), tmp_path / "bob.ipynb")
+    results = []
+    for run in range(2):
+        out = tmp_path / f"results-{run}.json"
+        done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(submission), "--assignment",
+                               "transformer_block", "-o", str(out)], cwd=REPO_ROOT, capture_output=True, text=True,
+                              timeout=300, env={**__import__("os").environ, "AUTOGRADER_CACHE": str(cache_folder)})
+        assert done.returncode == 0, done.stderr
+        results.append(json.loads(out.read_text()))
+        if run == 0:
+            (entry,) = cache_folder.glob("references-*.pt")
+            stored = entry.stat().st_mtime_ns
+    assert entry.stat().st_mtime_ns == stored  # the second process added nothing: it read every reference
+    strip = lambda r: [(t["name"], t["score"], t.get("output")) for t in r["tests"]]
+    assert results[0]["score"] == results[1]["score"] < 100 and strip(results[0]) == strip(results[1])
