@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autograder.authoring.samples import student_notebook, write_notebook
-from conftest import REPO, full_marks, grade, part_scores, run_cli
+from conftest import REPO, UNBIASED_VARIANCE, full_marks, grade, part_scores, run_cli
 
 # parts built on other parts: a bug in `attention` may also cost multi_head_attention and transformer_block
 BUILT_ON = {"multi_head_attention": {"attention"}, "transformer_block": {"layer_norm", "attention",
@@ -261,3 +261,21 @@ def test_the_assignment_is_named_or_the_only_one(monkeypatch):
     monkeypatch.delenv("AUTOGRADER_ASSIGNMENT")
     monkeypatch.setattr(assignment, "assignment_names", lambda: ["transformer_block"])
     assert assignment.chosen_assignment(None) == "transformer_block"
+
+
+def test_a_cold_grade_reads_the_references_the_last_one_stored_and_grades_alike(tmp_path, monkeypatch):
+    """Two cold `grade` commands on one submission: the second reads every reference the first stored in the
+    grader's cache folder (autograder/judging/checks/caching.py), adds none, and gives the same results."""
+    monkeypatch.setenv("AUTOGRADER_CACHE", str(tmp_path / "cache"))
+    submission = write_notebook(student_notebook("transformer_block", [UNBIASED_VARIANCE]), tmp_path / "bob.ipynb")
+    results = []
+    for run in range(2):
+        done = run_cli("grade", submission, "--assignment", "transformer_block", "-o", tmp_path / f"{run}.json")
+        assert done.returncode == 0, done.stderr
+        results.append(json.loads((tmp_path / f"{run}.json").read_text()))
+        if run == 0:
+            (entry,) = (tmp_path / "cache").glob("references-*.pt")
+            written = entry.stat().st_mtime_ns
+    assert entry.stat().st_mtime_ns == written
+    checks = [[(t["name"], t["score"], t.get("output")) for t in r["tests"]] for r in results]
+    assert results[0]["score"] == results[1]["score"] < 100 and checks[0] == checks[1]
