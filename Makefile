@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast setup benchmark browser containers
+.PHONY: demo test test-fast durations setup benchmark browser containers
 
 setup: $(STAMP)
 
@@ -42,6 +42,10 @@ containers:
 
 test: $(STAMP) browser containers
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
+
+# measures each test file's time in a full run, which orders the files of the next runs (tests/conftest.py)
+durations: $(STAMP) browser containers
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --record-durations tests
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests

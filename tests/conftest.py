@@ -29,23 +29,24 @@ UNBIASED_VARIANCE = ("var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)", "var 
 # `make test` runs `pytest -n 2 --dist loadfile`: each file's tests on one worker, so a module fixture that grades
 # a class runs once (pytest 9 ignores xdist_group marks: xdist 3.8 renames items through an attribute pytest no
 # longer reads).  Whole files go to the workers in collection order, so the longest start first and neither
-# worker is left idle behind one started last.  By measured time (a full run, --durations=0); files not named
-# here are shorter and follow in collection order.
-LONGEST_FIRST = ["test_gpt_decoder.py", "test_nbgrader.py", "test_containers.py", "test_gradescope.py",
-                 "test_hostile.py", "test_cli.py", "test_browser.py", "test_forbidden.py", "test_catalogue.py",
-                 "test_batch.py", "test_torch_routes.py", "test_feedback_html.py", "test_service.py",
-                 "test_cluster.py", "test_sandbox.py", "test_tiers.py", "test_determinism.py",
-                 "test_gradescope_results.py", "test_zygote.py", "test_github_classroom.py", "test_limits.py",
-                 "test_formats.py"]
+# worker is left idle behind one started last.  The order comes from each file's measured time in a full run,
+# kept in tests/durations.json (`make durations` measures it again); a file not measured yet goes first, in
+# case it is long.
+DURATIONS = Path(__file__).with_name("durations.json")
 
 # `make test-fast`: the engine's unit tests, seconds each, nothing graded through the command line, nbgrader, a
 # browser or a container.  Every other file is marked `slow` (a new file too, until it is named here); `make test`
 # runs both tiers.
 FAST_TIER = {"test_architecture.py", "test_benchmark.py", "test_check_suite.py", "test_fuzz.py",
              "test_hidden_suites.py", "test_intake.py", "test_judge.py", "test_lms.py", "test_object_arguments.py",
-             "test_op_recorder.py",
-             "test_packaging.py", "test_protocol.py", "test_release_validation.py", "test_requests.py", "test_resemblance.py",
-             "test_reuse.py", "test_rubric.py", "test_similarity.py", "test_source_cells.py"}
+             "test_op_recorder.py", "test_packaging.py", "test_protocol.py", "test_release_validation.py",
+             "test_requests.py", "test_resemblance.py", "test_reuse.py", "test_rubric.py", "test_similarity.py",
+             "test_source_cells.py", "test_stored_references.py"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--record-durations", action="store_true",
+                     help="write each test file's total time (setup, call, teardown) to tests/durations.json")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,12 +58,36 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
 
 
+def measured_durations() -> dict[str, float]:
+    try:
+        return json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's own order is kept
+    seconds = measured_durations()
+    items.sort(key=lambda item: -seconds.get(item.path.name, float("inf")))  # stable: a file's own order is kept
     for item in items:
         if item.path.name not in FAST_TIER:
             item.add_marker(pytest.mark.slow)
+
+
+_recorded: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # under xdist this runs in the controller too, for every worker's reports
+    name = Path(report.nodeid.split("::")[0]).name
+    _recorded[name] = _recorded.get(name, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if session.config.getoption("record_durations") and not hasattr(session.config, "workerinput"):
+        # a partial run updates the files it ran; a file that is gone is forgotten
+        measured = {**measured_durations(), **{name: round(seconds, 1) for name, seconds in _recorded.items()}}
+        measured = {name: s for name, s in measured.items() if (DURATIONS.parent / name).exists()}
+        DURATIONS.write_text(json.dumps(dict(sorted(measured.items(), key=lambda kv: -kv[1])), indent=1) + "\n")
 
 
 def run_cli(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -92,3 +92,10 @@ def test_the_coordinator_of_a_batch_never_imports_torch():
     done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_measured_test_durations_name_only_test_files_that_exist():
+    from conftest import measured_durations
+
+    tests = {p.name for p in (REPO_ROOT / "tests").glob("test_*.py")}
+    assert set(measured_durations()) <= tests, "tests/durations.json is stale: run `make durations`"
