@@ -4,7 +4,9 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import torch
@@ -12,7 +14,7 @@ import torch
 from autograder.judging.fingerprint import cells_sha256
 from autograder.result import GradeResult, as_text, display_name
 from autograder.interrupts import JudgingInterrupted, interruption
-from autograder.judging.judge import run_suite
+from autograder.judging.judge import collect, run_suite
 from autograder.judging.resemblance import resemblances
 from autograder.host.remote import RemoteSubmission
 from autograder.judging.rubric import Rubric, score
@@ -65,6 +67,31 @@ def _freeze_imports() -> None:
         gc.freeze()
 
 
+def _loaded_while_collecting(cells: list[str], rubric: Rubric, limits: Limits) -> RemoteSubmission:
+    """The submission, its cells run by the child while this process imports and collects the suites (which it
+    does once, on its first grade): a cold grade waits for the longer of the two, not for both."""
+    loading: Future = Future()
+
+    def load() -> None:
+        try:
+            loading.set_result(RemoteSubmission(cells, limits, rubric.forbidden_ops, rubric.preload))
+        except BaseException as exc:
+            loading.set_exception(exc)
+    # a daemon: a grader stopped meanwhile exits at once, and its zygote's end ends the child
+    threading.Thread(target=load, daemon=True, name="load").start()
+    try:
+        collect(rubric.suite_files())
+        return loading.result()
+    except BaseException:  # a suite that does not collect, a signal: the child is closed once it has started
+        loading.add_done_callback(_close_when_loaded)
+        raise
+
+
+def _close_when_loaded(loading: Future) -> None:
+    if loading.exception() is None:
+        loading.result().close()
+
+
 def _grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool, within: Path | None,
                 refused: str) -> GradeResult:
     _freeze_imports()
@@ -84,7 +111,7 @@ def _grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool, with
                                                rubric.part_names))
         result.seconds = time.monotonic() - started
         return result
-    submission = RemoteSubmission(cells, limits, rubric.forbidden_ops, rubric.preload)
+    submission = _loaded_while_collecting(cells, rubric, limits)
     try:
         result.parts = score(rubric, run_suite(rubric.suite_files(), submission, rubric.part_names, pictures))
     finally:

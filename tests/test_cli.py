@@ -230,6 +230,40 @@ def test_a_signal_while_judging_leaves_no_results_file(tmp_path, signum):
     assert "no grade written" in line
 
 
+def zygotes_under(pid: int) -> list[int]:
+    """The zygote processes (and their children) started by process `pid`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if b"autograder.child.zygote" in (proc / "cmdline").read_bytes():
+                stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(stat[1]) == pid or int(stat[1]) in found:
+                    found.append(int(proc.name))
+        except (ValueError, OSError):
+            continue
+    return found
+
+
+def test_a_signal_while_the_cells_load_stops_at_once_and_ends_the_child(tmp_path):
+    """The child runs the cells while the grader collects the suites: a signal then stops the grader at once
+    (it does not wait for the cells), and the child ends with it."""
+    notebook = student_notebook("transformer_block")
+    cells = [c for c in notebook["cells"] if c["cell_type"] == "code" and c["metadata"]["nbgrader"].get("solution")]
+    cells[0] = {**cells[0], "source": "".join(cells[0]["source"]) + "\nimport time\ntime.sleep(60)\n"}
+    grader = start_cli("grade", write_notebook({**notebook, "cells": cells}, tmp_path / "sleepy.ipynb"),
+                       "-o", tmp_path / "results.json")
+    wait_for(lambda: sandboxes_under(grader.pid), grader)
+    started = zygotes_under(grader.pid)
+    grader.send_signal(signal.SIGINT)
+    _, stderr = grader.communicate(timeout=30)
+    assert grader.returncode == 130 and "stopped by SIGINT" in stderr, stderr
+    assert not (tmp_path / "results.json").exists()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{p}").exists() for p in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert started and not any(Path(f"/proc/{p}").exists() for p in started)
+
+
 # --- a slow part spends its own time ----------------------------------------------------------------------
 
 def test_a_slow_part_costs_only_itself(tmp_path):
