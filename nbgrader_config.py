@@ -17,7 +17,7 @@ c.CourseDirectory.db_url = os.environ.get(
 c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")
 c.NbGrader.logfile = os.path.join(c.CourseDirectory.root, "nbgrader.log")
 
-# Which cells are graded (the README's "Which cells are graded"): the kit reads the submission as `grade`
+# Which cells are graded (docs/instructors.md, "Which cells are graded"): the kit reads the submission as `grade`
 # does (a byte-order mark is fine; a file it refuses gets a 0 with the reason in every test cell instead of a
 # failed autograde), and ReleaseCells decides, before nbgrader's own steps, which cells are the release's
 # (the last cell carrying a grade_id the gradebook knows, with the same role): the others lose their
@@ -42,7 +42,7 @@ c.Autograde.autograde_preprocessors = [
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
 # Sandbox limits: each is a trait of SandboxedGrading and an AUTOGRADER_* environment variable, generated
-# from autograder/host/limits.py (defaults and meaning there, and in the README's Limits table), e.g.
+# from autograder/host/limits.py (defaults and meaning there, and in the Limits table of docs/instructors.md), e.g.
 #   c.SandboxedGrading.timeout = 180              or AUTOGRADER_TIMEOUT=180
 #   c.SandboxedGrading.memory_mb = 2048           or AUTOGRADER_MEMORY_MB=2048
 #   c.SandboxedGrading.allow_unisolated = True    or AUTOGRADER_ALLOW_UNISOLATED=1
@@ -52,7 +52,7 @@ try:
 except BadLimit as exc:
     raise SystemExit(f"nbgrader_config.py: {exc}") from None
 # Reuse the results of `python -m autograder grade-all` instead of grading again, when one judged the same
-# cells against the same suites, rubric, kit and limits (see the README), e.g.
+# cells against the same suites, rubric, kit and limits (see docs/instructors.md), e.g.
 #   c.SandboxedGrading.reuse_results_from = ["results/transformer_block"]
 # or AUTOGRADER_REUSE_RESULTS, folders separated by os.pathsep (":").
 if os.environ.get("AUTOGRADER_REUSE_RESULTS"):

@@ -3,11 +3,16 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from autograder import PACKAGE_DIR, REPO_ROOT
+from autograder.authoring import readme_tables
+from autograder.judging import checks
 
 CHILD = PACKAGE_DIR / "child"
 ENGINE_FOLDERS = ("child", "host", "judging", "reports")
@@ -71,16 +76,80 @@ def test_the_engine_does_not_depend_on_the_tools_or_the_front_ends():
             assert not bad, f"{path.relative_to(PACKAGE_DIR)} imports {sorted(bad)}"
 
 
-def test_the_architecture_page_and_readme_name_every_folder():
-    page = (REPO_ROOT / "docs" / "architecture.md").read_text()
-    readme = (REPO_ROOT / "README.md").read_text()
+ARCHITECTURE = REPO_ROOT / "docs" / "architecture.md"
+# a module path as the page writes one: `autograder/host/intake.py`, `autograder/host/`, or `host/sandbox` in
+# the picture (a folder of the engine, then names)
+MODULE_PATH = re.compile(r"(?<![\w/.])(?:autograder/)?((?:child|host|judging|reports|platforms|authoring)(?:/\w+)*"
+                         r"|autograder(?:/\w+)+)(\.py)?/?(?![\w*])")
+
+
+def package_folders() -> list[str]:
+    """Every package below autograder/, as a path relative to it: `child`, `judging/checks`, ..."""
+    return sorted(p.parent.relative_to(PACKAGE_DIR).as_posix() for p in PACKAGE_DIR.rglob("__init__.py")
+                  if p.parent != PACKAGE_DIR)
+
+
+def described_modules(folder: Path) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+
+
+def folder_rows(page: str) -> dict[str, str]:
+    """The page's folder table: the path in each row's first cell -> the rest of the row."""
+    rows = re.findall(r"^\| `(autograder/[^`]*)` \|(.*)$", page, re.M)
+    return dict(rows)
+
+
+def test_the_architecture_page_describes_every_package_folder_and_its_modules():
+    page = ARCHITECTURE.read_text()
     folders = sorted(p.name for p in PACKAGE_DIR.iterdir() if p.is_dir() and (p / "__init__.py").exists())
     assert folders == ["authoring", "child", "host", "judging", "platforms", "reports"]
-    for folder in folders:
-        assert f"autograder/{folder}/" in page and f"autograder/{folder}/" in readme, folder
-    for path in PACKAGE_DIR.rglob("*.py"):  # and every module is named in one of them
-        if path.name not in ("__init__.py", "__main__.py"):
-            assert path.stem in page or path.stem in readme, f"{path.relative_to(PACKAGE_DIR)} is in neither page"
+    rows = folder_rows(page)
+    for folder in package_folders():  # each package has its row, naming each of its modules in backticks
+        row = rows.get(f"autograder/{folder}/")
+        assert row is not None, f"docs/architecture.md has no row for autograder/{folder}/"
+        for stem in described_modules(PACKAGE_DIR / folder):
+            assert f"`{stem}`" in row, f"the row of autograder/{folder}/ does not describe {stem}.py"
+    top = rows["autograder/*.py"]
+    for stem in described_modules(PACKAGE_DIR):  # a top-level module: in the pipeline's row, or a row of its own
+        assert f"`{stem}`" in top or f"autograder/{stem}.py" in rows, f"autograder/{stem}.py is not described"
+
+
+def named_modules(page: str) -> set[str]:
+    """Every module path the page names, relative to autograder/ and without `.py`: `host/sandbox`, `protocol`."""
+    return {m[1].removeprefix("autograder").lstrip("/") for m in MODULE_PATH.finditer(page)}
+
+
+def missing_modules(page: str) -> list[str]:
+    return sorted(path for path in named_modules(page) if path and not (
+        (PACKAGE_DIR / path).with_suffix(".py").is_file() or (PACKAGE_DIR / path / "__init__.py").is_file()))
+
+
+def test_every_module_path_the_architecture_page_names_exists():
+    page = ARCHITECTURE.read_text()
+    assert {"host/source_cells", "protocol", "judging/checks", "child"} <= named_modules(page)  # the pattern finds them
+    assert missing_modules(page) == []
+
+
+def test_the_page_checks_notice_a_missing_or_stale_module():
+    rows = folder_rows("| `autograder/host/` | trusted | `intake`, `sandbox` |\n")
+    assert "`remote`" not in rows["autograder/host/"]
+    stale = "host/no_such_module feeds `autograder/child/gone.py`, as host/sandbox and `autograder/judging/` do"
+    assert missing_modules(stale) == ["child/gone", "host/no_such_module"]
+
+
+def test_the_authoring_page_documents_every_verb_of_the_toolkit():
+    page = (REPO_ROOT / "docs" / "authoring.md").read_text()
+    assert readme_tables.rendered(page, readme_tables.AUTHORING) == page, "run readme_tables write"
+    for name in checks.__all__:
+        value = getattr(checks, name)
+        shown = f"C.{name}{readme_tables._signature(value)}" if callable(value) else f"C.{name} = "
+        assert f"`{shown}" in page, name
+    summaries = dict(readme_tables.CHECKS_SUMMARIES)
+    del summaries["once"]  # a new public name without a summary is refused, not rendered blank
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(readme_tables, "CHECKS_SUMMARIES", summaries)
+        with pytest.raises(ValueError, match="no summary for once"):
+            readme_tables.checks_table()
 
 
 def test_the_coordinator_of_a_batch_never_imports_torch():

@@ -24,7 +24,7 @@ a package already imported.  So is running another program, since a fresh interp
 rules: the hook refuses it with a reason, and the seccomp filter refuses execve whoever asks.  CPython's
 audit hooks (PEP 578) carry all of it: no Python code can remove one, and the hook never calls anything the
 submission defined.  What no hook sees: ctypes objects that
-already exist (torch imports ctypes) reading or writing memory directly (README, "Torch's own
+already exist (torch imports ctypes) reading or writing memory directly (docs/security.md, "Torch's own
 implementations").
 Each refusal goes through `refuse(route)` (autograder.child.forbidden.refuse_route), which tells the op
 recorder (the part scores 0, the message names the route) and raises, so the call fails on its own and the
