@@ -201,8 +201,8 @@ def _receive_cells(sock: socket.socket) -> list[str]:
     return json.loads(payload)
 
 
-def _isolate(config: dict[str, Any]) -> tuple[bool, list[str]]:
-    """(whether the cells may run, notices).  Every rlimit set before exec is checked, then the kernel
+def _isolate(config: dict[str, Any]) -> tuple[str | None, list[str]]:
+    """(why the cells may not run, or None; notices).  Every rlimit set before exec is checked, then the kernel
     isolation is entered; without it the cells run only where the grader allowed that explicitly."""
     from autograder.child import isolation
 
@@ -211,7 +211,7 @@ def _isolate(config: dict[str, Any]) -> tuple[bool, list[str]]:
     if not config["isolate"]:
         from autograder.protocol import UNISOLATED
 
-        return True, notices + [f"{UNISOLATED} (allowed by the grader): the submission could read and change "
+        return None, notices + [f"{UNISOLATED} (allowed by the grader): the submission could read and change "
                                 "whatever the grader's user can"]
     try:
         from autograder import PACKAGE_DIR
@@ -219,8 +219,9 @@ def _isolate(config: dict[str, Any]) -> tuple[bool, list[str]]:
         notices += isolation.enter(config["workdir"], config["processes"], str(PACKAGE_DIR), config["root"],
                                    config["tier"])
     except Exception as exc:  # noqa: BLE001 - any failure here means "not isolated", never "run anyway"
-        return False, notices + [f"the sandbox could not be set up ({exc}); the submission was not run"]
-    return True, notices
+        refusal = f"the sandbox could not be set up ({exc}); the submission was not run"
+        return refusal, notices + [refusal]
+    return None, notices
 
 
 def prepare() -> None:
@@ -279,9 +280,9 @@ def run(config: dict[str, Any], sock: socket.socket) -> None:
     from autograder import protocol
 
     cells = _receive_cells(sock)
-    may_run, notices = _isolate(config)
-    protocol.send(sock, {"isolated": may_run, "notices": notices})
-    if not may_run:
+    refusal, notices = _isolate(config)
+    protocol.send(sock, {"isolated": refusal is None, "refusal": refusal, "notices": notices})
+    if refusal is not None:
         sys.exit(3)
     import torch  # before the student's code, so the recorder holds the real classes
     from autograder.child import forbidden

@@ -183,7 +183,9 @@ class RemoteSubmission(Submission):
                 if not self.report.loaded:
                     self.report.notices = notices + self.sandbox.notices
                 if not header["isolated"]:
-                    self._fail(next((n for n in notices if "not run" in n), "the sandbox could not be set up"))
+                    refusal = header.get("refusal")
+                    self._fail(protocol.clean_text(refusal, 500) if type(refusal) is str
+                               else "the sandbox could not be set up")
                     return None, None
                 isolated = True
                 continue
