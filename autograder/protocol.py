@@ -141,6 +141,11 @@ def clean_text(value: object, limit: int) -> str:
     return cleaned
 
 
+def one_line(value: object, limit: int) -> str:
+    """clean_text on one line: line breaks and tabs become spaces (a name, a summary line, a CSV cell)."""
+    return clean_text(value, limit).replace("\n", " ").replace("\t", " ")
+
+
 def _as_text(value: object) -> str:
     if type(value) is str:
         return value

@@ -224,3 +224,8 @@ def test_clean_text_survives_values_whose_str_fails():
     assert protocol.clean_text(10 ** 5000, 10) in ("<int>", "1" + "0" * 8 + "…")
     text = protocol.clean_text("".join(map(chr, range(0x110000))), 2_000_000)
     assert len(text) <= 2_000_000 and text.encode("utf-8")
+
+
+def test_one_line_is_clean_text_without_line_breaks_or_tabs():
+    assert protocol.one_line("a\r\nb\tc\x1b[2Jd\ud800", 100) == "a b c\ufffd[2Jd\ufffd"
+    assert protocol.one_line("x" * 10, 5) == "xxxx…"

@@ -16,7 +16,7 @@ import os
 import stat
 from pathlib import Path
 
-from autograder.protocol import clean_text
+from autograder.protocol import one_line
 
 MAX_SUBMISSION_BYTES = 20 << 20  # a notebook with its outputs (plots are base64 text)
 KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO (named pipe)",
@@ -33,7 +33,7 @@ class UnreadableSubmission(Exception):
 def shown_name(text: str) -> str:
     """A name the student chose, as a message may quote it: bytes that are not UTF-8, escape sequences and
     line breaks made harmless, and cut short."""
-    return clean_text(text, 200).replace("\n", " ").replace("\t", " ")
+    return one_line(text, 200)
 
 
 def _kind(mode: int) -> str:

@@ -33,7 +33,7 @@ from autograder.host.limits import Limits
 from autograder.host.sandbox import Zygote, isolation_refused
 from autograder.interrupts import JudgingInterrupted, interruption, raise_terminated
 from autograder.judging.rubric import Rubric, load_rubric
-from autograder.protocol import clean_text
+from autograder.protocol import one_line
 from autograder.reports.results import VISIBILITIES, fenced, summary, write_json_atomic
 
 LISTED_FILES = 10  # names a "not graded" message quotes from the submission
@@ -42,7 +42,7 @@ PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
 
 def _shown(path: Path, folder: Path) -> str:
     """A submitted file's name as a message may quote it: the student chose it."""
-    return clean_text(path.relative_to(folder).as_posix(), 200).replace("\n", " ")
+    return one_line(path.relative_to(folder).as_posix(), 200)
 
 
 def _listing(paths: list[Path], folder: Path) -> str:

@@ -16,7 +16,6 @@ from types import ModuleType
 from typing import Sequence
 
 from autograder.judging.rubric import PartScore, TestScore
-from autograder.protocol import clean_text
 from autograder.reports.results import message_text
 from autograder.result import GradeResult
 
@@ -117,7 +116,4 @@ def check_message(part: PartScore, test: TestScore) -> str:
     return message_text(message)
 
 
-
-def one_line(value: object, limit: int) -> str:
-    return clean_text(value, limit).replace("\n", " ").replace("\t", " ")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from autograder.judging.rubric import PartScore
 from autograder.protocol import clean_text
-from autograder.reports.formats import one_line
+from autograder.protocol import one_line
 from autograder.reports.results import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, summary, write_text_atomic
 from autograder.result import GradeResult
 

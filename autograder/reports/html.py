@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from autograder.judging.evidence import Figure
 from autograder.judging.rubric import PartScore, TestScore
-from autograder.protocol import UNISOLATED, clean_text
+from autograder.protocol import UNISOLATED, clean_text, one_line
 from autograder.reports import figures
 from autograder.reports.results import (MAX_LINE_CHARS, SUMMARY_CELL_ERRORS, _round, message_text,
                                         write_text_atomic)
@@ -62,7 +62,7 @@ def _text(value: object, limit: int = MAX_LINE_CHARS) -> str:
 
 def _line(value: object, limit: int = MAX_LINE_CHARS) -> str:
     """One line, as results.json stores the summary's texts: a page drawn from a stored result is the same."""
-    return html.escape(clean_text(value, limit).replace("\n", " ").replace("\t", " "), quote=True)
+    return html.escape(one_line(value, limit), quote=True)
 
 
 def _name(value: str, limit: int = MAX_NAME_CHARS) -> str:

@@ -11,7 +11,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Iterable
 
-from autograder.reports.formats import check_message, one_line
+from autograder.protocol import one_line
+from autograder.reports.formats import check_message
 from autograder.reports.results import MAX_LINE_CHARS, summary, write_text_atomic
 from autograder.result import GradeResult, display_name
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from autograder.protocol import clean_text
-from autograder.reports.formats import check_message, one_line
+from autograder.protocol import one_line
+from autograder.reports.formats import check_message
 from autograder.reports.results import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, summary, write_json_atomic
 from autograder.result import GradeResult
 

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from autograder.protocol import UNISOLATED, clean_text
+from autograder.protocol import UNISOLATED, clean_text, one_line
 from autograder.result import GradeResult, LoadReport, display_name
 from autograder.judging import evidence
 from autograder.judging.resemblance import Resemblance
@@ -37,7 +37,7 @@ def _round(value: float) -> float:
 def _line(value: object, limit: int = MAX_LINE_CHARS) -> str:
     """Text that came from the submission or its process, safe to print on one line (a lone surrogate in an
     exception message once crashed the CLI's print)."""
-    return clean_text(value, limit).replace("\n", " ").replace("\t", " ")
+    return one_line(value, limit)
 
 
 def summary(result: GradeResult) -> str:

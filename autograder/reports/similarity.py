@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 
 from autograder.judging.similarity import MIN_SHARED, Pair, Report, Where, Written
-from autograder.protocol import clean_text
+from autograder.protocol import clean_text, one_line
 from autograder.reports.html import CSP, CSS
 
 MAX_NAME_CHARS = 300
@@ -33,7 +33,7 @@ main { max-width: 90rem; }
 
 
 def _text(value: object, limit: int = MAX_NAME_CHARS) -> str:
-    return html.escape(clean_text(value, limit).replace("\n", " "), quote=True)
+    return html.escape(one_line(value, limit), quote=True)
 
 
 def _pct(share: float) -> str:
