@@ -32,7 +32,7 @@ from autograder.judging.fingerprint import assignment_fingerprint, changed_compo
 from autograder.host.intake import submission_sha256
 from autograder.result import GradeResult, csv_cell, display_name
 from autograder.interrupts import JudgingInterrupted, raise_terminated
-from autograder.reports.results import from_gradescope, gradescope, write_json_atomic
+from autograder.reports.results import NotAResult, gradescope, read_result, rounded, write_json_atomic
 from autograder.judging.rubric import Rubric
 from autograder.host.limits import Limits
 
@@ -175,12 +175,12 @@ def result_path(out_dir: Path, student: str) -> Path:
 STALE_ASSIGNMENT = "graded with a different version of the assignment (suites, rubric, kit or limits changed)"
 
 
-def stale_reason(out_dir: Path, entry: Entry, fingerprint: str,
-                 components: dict[str, Any] | None = None, rubric: Rubric | None = None) -> str | None:
-    """None when the stored result still holds: same file, same assignment fingerprint.  Otherwise why not,
-    or "" when there is no result yet.  Given the assignment's `components` (fingerprint_components) and its
-    `rubric`, a result that stored its own says which of them changed ("the hidden suite test_attention.py
-    changed"); otherwise, and for a result from before they were stored, STALE_ASSIGNMENT."""
+def stale_reason(out_dir: Path, entry: Entry, fingerprint: str, components: dict[str, Any], rubric: Rubric
+                 ) -> str | None:
+    """None when the stored result still holds: same file, same assignment fingerprint, readable as every report
+    reads a result.  Otherwise why not, or "" when there is no result yet.  Given the assignment's `components`
+    (fingerprint_components), a result that stored its own says which of them changed ("the hidden suite
+    test_attention.py changed"); a result from before they were stored, STALE_ASSIGNMENT."""
     path = result_path(out_dir, entry.student)
     if not path.exists():
         return ""
@@ -192,9 +192,12 @@ def stale_reason(out_dir: Path, entry: Entry, fingerprint: str,
     if sha256 != submission_sha256(entry.path, entry.root):
         return "the submission changed since it was graded"
     if stored_fingerprint != fingerprint:
-        changed = [] if components is None else changed_components(
-            extra.get("assignment_components"), components, suite_names(rubric) if rubric else frozenset())
+        changed = changed_components(extra.get("assignment_components"), components, suite_names(rubric))
         return f"the assignment changed since it was graded: {', '.join(changed)}" if changed else STALE_ASSIGNMENT
+    try:  # kept only if every report can read it as it reads a fresh one
+        read_result(path, rubric)
+    except NotAResult as exc:
+        return f"its result is unreadable ({exc})"
     return None
 
 
@@ -425,19 +428,17 @@ def finish(out_dir: Path, entries: list[Entry], rubric: Rubric, log: Callable[[s
 def grades_rows(out_dir: Path, entries: list[Entry], rubric: Rubric) -> Iterator[list[str]]:
     parts = [p.name for p in rubric.parts]
     yield ["student", "score", "max_score", *parts]
-    for entry in entries:
-        data = json.loads(result_path(out_dir, entry.student).read_text(encoding="utf-8"))
-        by_part = data["extra_data"]["parts"]
-        yield [csv_cell(display_name(entry.student)), f"{data['score']:g}", f"{data['max_score']:g}",
-               *(f"{by_part[p]['score']:g}" for p in parts)]
+    for student, result in stored_results(out_dir, entries, rubric):
+        by_part = {p.part.name: p.score for p in result.parts}
+        yield [csv_cell(display_name(student)), f"{result.score:g}", f"{result.max_score:g}",
+               *(f"{rounded(by_part[p]):g}" for p in parts)]
 
 
 def stored_results(out_dir: Path, entries: list[Entry], rubric: Rubric) -> Iterator[tuple[str, GradeResult]]:
     """(student, GradeResult) of every submission, rebuilt from its stored result like grades.csv: those graded
     by an earlier run count as much as those graded by this one."""
     for entry in entries:
-        data = json.loads(result_path(out_dir, entry.student).read_text(encoding="utf-8"))
-        yield entry.student, from_gradescope(data, rubric)
+        yield entry.student, read_result(result_path(out_dir, entry.student), rubric)
 
 
 def write_grades_csv(out_dir: Path, entries: list[Entry], rubric: Rubric) -> None:

@@ -173,6 +173,7 @@ def _grade(args: argparse.Namespace, rubric) -> int:
 
 def _grade_all(args: argparse.Namespace, rubric) -> int:
     from autograder.batch import DuplicateSubmissions, UnknownStudents, grade_all, stored_results
+    from autograder.reports.results import NotAResult
 
     if not args.folder.is_dir():
         print(f"python -m autograder: error: {display_name(str(args.folder))}: no such folder", file=sys.stderr)
@@ -220,6 +221,10 @@ def _grade_all(args: argparse.Namespace, rubric) -> int:
         return USAGE_ERROR
     except UnknownStudents as exc:  # found before anything was graded
         print(f"python -m autograder: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except NotAResult as exc:  # a result --only kept, which no report can read: every result stays as it is
+        print(f"python -m autograder: error: {display_name(str(args.output))}/{exc}; grade-all without --only "
+              "grades that submission again", file=sys.stderr)
         return USAGE_ERROR
     except (JudgingInterrupted, KeyboardInterrupt) as exc:
         return _stopped(exc, f"nothing recorded for the submissions in progress; the results in {args.output} "

@@ -134,6 +134,16 @@ def test_only_regrades_exactly_the_students_it_names(tmp_path):
     assert all(m.endswith(" failed->passed") for m in moved), moved  # and what is built on it, the block
     assert "regraded 1: 1 changed, 0 unchanged" in rerun.stderr
 
+    # att's stored result is damaged; --only ref keeps it, and grades.csv cannot show it: one line, nothing lost
+    files["att"].write_text(files["att"].read_text().replace('"exact_score"', '"exactly"', 1))
+    damaged = files["att"].read_bytes()
+    broken = run_cli("grade-all", folder, "-o", out, "--only", "ref")
+    assert broken.returncode == 2 and files["att"].read_bytes() == damaged
+    assert broken.stderr.strip().splitlines()[-1] == (
+        f"python -m autograder: error: {out}/{files['att'].name}: part attention has no exact_score, tests or "
+        "forbidden_ops; grade-all without --only grades that submission again"), broken.stderr
+    assert run_cli("grade-all", folder, "-o", out).returncode == 0 and files["att"].read_bytes() != damaged
+
 
 def _result(fingerprint: str, score: float, passed: bool, sha: str = "s" * 64) -> dict:
     return {"score": score, "extra_data": {

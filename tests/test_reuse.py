@@ -199,3 +199,22 @@ def test_the_plugin_reuses_only_a_sound_result_keyed_on_the_same_cells_and_assig
     assert reuse_with(cells_sha256="") is None  # cells unknown (the file changed while it was graded)
     assert SandboxedGrading(reuse_results_from=[str(good)], timeout=100).reused(path, "ann", RUBRIC) is None
     assert SandboxedGrading().reused(path, "ann", RUBRIC) is None  # reuse is off unless configured
+
+
+def test_grade_all_keeps_a_stored_result_only_when_every_report_can_read_it(tmp_path):
+    from autograder.batch import Entry, result_path, stale_reason
+    from autograder.host.intake import submission_sha256
+
+    submission = write_notebook(student_notebook("transformer_block"), tmp_path / "alice.ipynb")
+    entry = Entry("alice", submission, tmp_path)
+    result = dataclasses.replace(awkward_result(), sha256=submission_sha256(submission, tmp_path))
+    data = stored(result, cells_sha256="c" * 64, assignment_fingerprint="f" * 64)
+    path = result_path(tmp_path / "out", "alice")
+    path.parent.mkdir()
+    path.write_text(json.dumps(data))
+    components = fingerprint.fingerprint_components(RUBRIC, Limits())
+    assert stale_reason(tmp_path / "out", entry, "f" * 64, components, RUBRIC) is None
+    del data["extra_data"]["parts"]["attention"]  # same file, same fingerprint, but no report could show it
+    path.write_text(json.dumps(data))
+    assert stale_reason(tmp_path / "out", entry, "f" * 64, components, RUBRIC) == (
+        f"its result is unreadable ({path.name}: its parts are not the rubric's)")

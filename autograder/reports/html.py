@@ -23,7 +23,7 @@ from autograder.judging.evidence import Figure
 from autograder.judging.rubric import PartScore, TestScore
 from autograder.protocol import UNISOLATED, clean_text, one_line
 from autograder.reports import figures
-from autograder.reports.results import (MAX_LINE_CHARS, SUMMARY_CELL_ERRORS, _round, message_text,
+from autograder.reports.results import (MAX_LINE_CHARS, SUMMARY_CELL_ERRORS, rounded, message_text,
                                         write_text_atomic)
 from autograder.result import GradeResult, display_name
 
@@ -216,7 +216,7 @@ def _student_href(student: str) -> str:
 def _full(score: float, points: float) -> bool:
     """Full marks, to the 4 decimals every score is kept to (results.json, GradeResult.score): a part's score
     sums float shares of its points, and 3 x 20/3 adds up to 19.999999999999996."""
-    return _round(score) >= _round(points)
+    return rounded(score) >= rounded(points)
 
 
 def class_index(assignment: str, results: Sequence[tuple[str, GradeResult]]) -> str:

@@ -30,7 +30,8 @@ MAX_LINE_CHARS = 500
 MAX_MESSAGE_CHARS = 20_000  # a check's message; the suites' longest are a few hundred characters
 
 
-def _round(value: float) -> float:
+def rounded(value: float) -> float:
+    """A score as results.json stores it (and every report shows it)."""
     return round(value, 4)
 
 
@@ -51,7 +52,7 @@ def summary(result: GradeResult) -> str:
     if result.load.failure:
         lines.append(f"Your notebook could not be run: {_line(result.load.failure)}")
     for part in result.parts:
-        lines.append(f"  {_line(part.part.title)}: {_round(part.score):g} / {part.part.points:g}")
+        lines.append(f"  {_line(part.part.title)}: {rounded(part.score):g} / {part.part.points:g}")
         if part.forbidden:
             lines.append("    " + part.forbidden_notice(_line(", ".join(part.forbidden))))
     for error in result.load.cell_errors[:SUMMARY_CELL_ERRORS]:
@@ -79,14 +80,14 @@ def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_finger
     tests = []
     for part in result.parts:
         for test in part.tests:
-            tests.append({"name": f"{part.part.name}: {test.name}", "score": _round(test.score),
-                          "max_score": _round(test.max_score),
+            tests.append({"name": f"{part.part.name}: {test.name}", "score": rounded(test.score),
+                          "max_score": rounded(test.max_score),
                           "status": "passed" if test.earned_all else "failed",
                           # plain text: a message can quote the submission, which must not render as markup
                           "output": _output(part, test), "output_format": "text", "visibility": visibility})
     return {
         "score": result.score,
-        "max_score": _round(result.max_score),
+        "max_score": rounded(result.max_score),
         "output": fenced(summary(result)[:MAX_OUTPUT_CHARS]),
         "output_format": "md",
         "visibility": visibility,
@@ -99,7 +100,7 @@ def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_finger
             "submission_sha256": result.sha256,
             "cells_sha256": cells_sha256,
             "assignment_fingerprint": assignment_fingerprint,
-            "parts": {p.part.name: {"score": _round(p.score), "max_score": p.part.points,
+            "parts": {p.part.name: {"score": rounded(p.score), "max_score": p.part.points,
                                     "forbidden_ops": list(p.forbidden), **_exact_verdicts(p)} for p in result.parts},
             "isolation": result.load.isolation,  # which tier of the sandbox graded it
             "notices": [clean_text(n, MAX_LINE_CHARS) for n in result.load.notices],  # some come from the child
@@ -228,7 +229,10 @@ def read_result(path: Path, rubric: Rubric) -> GradeResult:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
         raise NotAResult(f"{path.name} cannot be read ({type(exc).__name__})") from None
-    return from_gradescope(data, rubric)
+    try:
+        return from_gradescope(data, rubric)
+    except NotAResult as exc:
+        raise NotAResult(f"{path.name}: {exc}") from None
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
