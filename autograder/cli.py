@@ -139,7 +139,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         for name in args.assignments:
             load_rubric(name)
-        return service.serve(args.socket, args.assignments, lambda line: print(line, file=sys.stderr, flush=True))
+        return service.serve(args.socket, args.assignments, lambda line: print(line, file=sys.stderr, flush=True),
+                             main)
     except (RubricError, service.ServiceError) as exc:
         print(f"python -m autograder: error: {exc}", file=sys.stderr)
         return USAGE_ERROR

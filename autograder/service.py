@@ -239,9 +239,9 @@ def _serve_one(conn: socket.socket, run: Callable[[list[str]], int], stopper: _S
         raise Terminated()  # the SIGTERM was the service's own: it stops, after answering
 
 
-def serve(path: Path, assignments: list[str], log: Callable[[str], None]) -> int:
-    """Runs until SIGTERM or Ctrl-C; the socket is removed on the way out."""
-    from autograder import cli
+def serve(path: Path, assignments: list[str], log: Callable[[str], None], grade: Callable[[list[str]], int]) -> int:
+    """Runs until SIGTERM or Ctrl-C, answering each client's request with `grade` (the command line's own
+    entry point, given by it); the socket is removed on the way out."""
     from autograder.host.sandbox import Zygote
     from autograder.judging.fingerprint import package_digest
 
@@ -261,7 +261,7 @@ def serve(path: Path, assignments: list[str], log: Callable[[str], None]) -> int
         while True:
             conn, _ = listener.accept()
             with conn:
-                _serve_one(conn, cli.main, stopper, started_with, log)
+                _serve_one(conn, grade, stopper, started_with, log)
     except KeyboardInterrupt:
         log("grading service stopped")
         return 0

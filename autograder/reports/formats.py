@@ -8,22 +8,20 @@ Adding a format is that module plus one entry in FORMATS: the command line's fla
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Sequence
 
-from autograder.judging.rubric import PartScore, TestScore
-from autograder.reports.results import message_text
+from autograder.reports import github_classroom, junit, prairielearn
 from autograder.result import GradeResult
 
 
 @dataclass(frozen=True)
 class Format:
     flag: str
-    module: str
+    writer: ModuleType
     help: str
     batch: bool = False  # grade-all writes it too: one file for the whole class
 
@@ -31,17 +29,13 @@ class Format:
     def dest(self) -> str:
         return self.flag.lstrip("-").replace("-", "_")
 
-    def writer(self) -> ModuleType:
-        # imported when a file is written: the writers import this module for its helpers
-        return importlib.import_module(self.module)
-
 
 FORMATS = (
-    Format("--junit", "autograder.reports.junit", "also write JUnit XML to FILE: one testcase per hidden check, "
+    Format("--junit", junit, "also write JUnit XML to FILE: one testcase per hidden check, "
            "points as properties (grade-all: one testsuite per submission)", batch=True),
-    Format("--prairielearn", "autograder.reports.prairielearn",
+    Format("--prairielearn", prairielearn,
            "also write PrairieLearn's external-grader results.json to FILE"),
-    Format("--github-classroom", "autograder.reports.github_classroom",
+    Format("--github-classroom", github_classroom,
            "also write the result for GitHub Classroom's grading reporter to FILE: one line of base64, for "
            "echo \"result=$(cat FILE)\" >> \"$GITHUB_OUTPUT\""),
 )
@@ -98,22 +92,10 @@ def clash(paths: dict[str, Path]) -> str | None:
 
 def write(args: argparse.Namespace, result: GradeResult) -> None:
     for fmt, path in requested(args):
-        fmt.writer().write(result, path)
+        fmt.writer.write(result, path)
 
 
 def write_batch(args: argparse.Namespace, assignment: str, results: Sequence[tuple[str, GradeResult]]) -> None:
     for fmt, path in requested(args):
         if fmt.batch:
-            fmt.writer().write_batch(assignment, results, path)
-
-
-# --- what every writer shares ------------------------------------------------------------------------------
-
-def check_message(part: PartScore, test: TestScore) -> str:
-    """A check's message as students see it (results.json's test output): clean text, since it can quote the
-    submission, led by the notice when the part scored 0 for torch's own implementation."""
-    message = f"{part.forbidden_notice()} {test.message}".strip() if part.forbidden else test.message
-    return message_text(message)
-
-
-
+            fmt.writer.write_batch(assignment, results, path)

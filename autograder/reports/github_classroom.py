@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.judging.rubric import PartScore
-from autograder.protocol import clean_text
-from autograder.protocol import one_line
+from autograder.protocol import clean_text, one_line
 from autograder.reports.results import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, summary, write_text_atomic
 from autograder.result import GradeResult
 

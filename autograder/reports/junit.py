@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Iterable
 
 from autograder.protocol import one_line
-from autograder.reports.formats import check_message
-from autograder.reports.results import MAX_LINE_CHARS, summary, write_text_atomic
+from autograder.reports.results import MAX_LINE_CHARS, check_message, summary, write_text_atomic
 from autograder.result import GradeResult, display_name
 
 # what XML 1.0 cannot hold even escaped; cleaned text has none of them, and this makes sure of it

@@ -8,10 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from autograder.protocol import clean_text
-from autograder.protocol import one_line
-from autograder.reports.formats import check_message
-from autograder.reports.results import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, summary, write_json_atomic
+from autograder.protocol import clean_text, one_line
+from autograder.reports.results import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, check_message, summary, write_json_atomic
 from autograder.result import GradeResult
 
 # characters of check messages in one file: even at 12 bytes a character (an emoji, escaped as two \uXXXX)
@@ -29,7 +27,7 @@ def results(result: GradeResult) -> dict[str, Any]:
     tests = [{"name": one_line(f"{part.part.name}: {test.name}", MAX_LINE_CHARS),
               "description": one_line(part.part.title, MAX_LINE_CHARS),
               "points": round(test.score, 4), "max_points": round(test.max_score, 4),
-              "message": "" if test.earned_all else clean_text(check_message(part, test), limit)}
+              "message": "" if test.earned_all else check_message(part, test, limit)}
              for part, test in checks]
     fraction = result.score / result.max_score if result.max_score else 0.0
     return {"gradable": True, "score": min(max(fraction, 0.0), 1.0),

@@ -121,11 +121,15 @@ def fenced(text: str) -> str:
     return f"{fence}\n{text}\n{fence}"
 
 
+def check_message(part: PartScore, test: TestScore, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """A check's message as students see it (results.json's test output, every format's): clean text, since it
+    can quote the submission, led by the notice when the part scored 0 for torch's own implementation."""
+    message = f"{part.forbidden_notice()} {test.message}".strip() if part.forbidden else test.message
+    return clean_text(message, limit)
+
+
 def _output(part: PartScore, test: TestScore) -> str:
-    output = test.message
-    if part.forbidden:
-        output = f"{part.forbidden_notice()} {output}".strip()
-    return clean_text(output, MAX_OUTPUT_CHARS)  # quotes the submission's messages and values
+    return check_message(part, test, MAX_OUTPUT_CHARS)  # Gradescope's field is clipped
 
 
 def _exact_verdicts(part: PartScore) -> dict[str, Any]:
