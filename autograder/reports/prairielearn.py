@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from autograder.protocol import clean_text, one_line
+from autograder.protocol import one_line
 from autograder.reports.results import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, check_message, summary, write_json_atomic
 from autograder.result import GradeResult
 
