@@ -6,7 +6,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
                                     OverwriteKernelspec, SaveAutoGrades)
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 
-from autograder.host.limits import BadLimit, from_environment as limits_from_environment
+from autograder.model.limits import BadLimit, from_environment as limits_from_environment
 
 c = get_config()  # noqa: F821 (nbgrader supplies get_config)
 
@@ -42,7 +42,7 @@ c.Autograde.autograde_preprocessors = [
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
 # Sandbox limits: each is a trait of SandboxedGrading and an AUTOGRADER_* environment variable, generated
-# from autograder/host/limits.py (defaults and meaning there, and in the Limits table of docs/instructors.md), e.g.
+# from autograder/model/limits.py (defaults and meaning there, and in the Limits table of docs/instructors.md), e.g.
 #   c.SandboxedGrading.timeout = 180              or AUTOGRADER_TIMEOUT=180
 #   c.SandboxedGrading.memory_mb = 2048           or AUTOGRADER_MEMORY_MB=2048
 #   c.SandboxedGrading.allow_unisolated = True    or AUTOGRADER_ALLOW_UNISOLATED=1

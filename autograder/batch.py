@@ -34,7 +34,7 @@ from autograder.result import GradeResult, csv_cell, display_name
 from autograder.interrupts import JudgingInterrupted, raise_terminated
 from autograder.reports.results import NotAResult, gradescope, read_result, rounded, write_json_atomic
 from autograder.judging.rubric import Rubric
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 
 SUBMISSION_SUFFIXES = (".ipynb", ".py")
 

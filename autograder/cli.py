@@ -13,7 +13,7 @@ from autograder.authoring.assignment import chosen_assignment
 from autograder.interrupts import JudgingInterrupted, interruption, raise_terminated
 from autograder.reports import formats
 from autograder.judging.rubric import RubricError, load_rubric
-from autograder.host import limits
+from autograder.model import limits
 from autograder.host.sandbox import Zygote, isolation_refused
 from autograder.result import display_name
 

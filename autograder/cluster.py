@@ -26,7 +26,7 @@ from autograder.batch import Entry, finish, pending_entries, progress, record, s
 from autograder.host.intake import UnreadableSubmission, read_submission
 from autograder.interrupts import JudgingInterrupted
 from autograder.judging.rubric import Rubric
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 
 CONNECT_SECONDS = 5  # a scheduler that does not answer within this is reported as absent
 

@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 from autograder.batch import result_path
+from autograder.judging.rubric import Rubric, RubricError, load_rubric
 from autograder.reports import lms
-from autograder.reports.results import write_text_atomic
+from autograder.reports.results import NotAResult, read_result, rounded, write_text_atomic
 
 USAGE_ERROR = 2
 
@@ -34,25 +35,31 @@ def from_results_folder(folder: Path, *, title: str = "", lms_id: str = "",
         raise NotResults(f"{folder}: no grades.csv (is it grade-all's output folder, and did the run finish?)")
     if not table or table[0][:3] != ["student", "score", "max_score"]:
         raise NotResults(f"{grades_csv}: not grade-all's grades.csv")
-    part_names = table[0][3:]
-    assignment, max_total, points, rows = "", 0.0, {}, []
+    rows, rubric = [], None
     for line in table[1:]:
         student, path = _result_file(folder, line[0])
+        rubric = rubric or _rubric_of(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            extra = data["extra_data"]
-            stored = extra["parts"]
-            parts = {p: float(stored[p]["score"]) for p in part_names}
-            points.update({p: float(stored[p]["max_score"]) for p in part_names})
-            total, max_total, assignment = float(data["score"]), float(data["max_score"]), extra["assignment"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise NotResults(f"{path}: not a result of grade-all ({type(exc).__name__}: {exc})") from None
-        rows.append(lms.GradeRow(student=student, total=total, parts=parts))
-    if not rows:
+            result = read_result(path, rubric)  # the one reader of stored results, as every report reads them
+        except NotAResult as exc:
+            raise NotResults(f"{folder}/{exc} (not a result of grade-all for {rubric.assignment})") from None
+        rows.append(lms.GradeRow(student=student, total=result.score,
+                                 parts={p.part.name: rounded(p.score) for p in result.parts}))
+    if rubric is None:
         raise NotResults(f"{grades_csv}: no students")
-    return lms.AssignmentGrades(name=title or assignment, max_total=max_total,
-                                parts=[(p, points[p]) for p in part_names], rows=rows, lms_id=lms_id,
+    if table[0][3:] != [p.name for p in rubric.parts]:
+        raise NotResults(f"{grades_csv}: its parts are not {rubric.assignment}'s")
+    return lms.AssignmentGrades(name=title or rubric.assignment, max_total=rubric.max_score,
+                                parts=[(p.name, p.points) for p in rubric.parts], rows=rows, lms_id=lms_id,
                                 part_ids=part_ids or {})
+
+
+def _rubric_of(path: Path) -> Rubric:
+    """The rubric of the assignment a stored result names."""
+    try:
+        return load_rubric(json.loads(path.read_text(encoding="utf-8"))["extra_data"]["assignment"])
+    except (OSError, ValueError, KeyError, TypeError, RubricError) as exc:
+        raise NotResults(f"{path}: not a result of grade-all ({type(exc).__name__}: {exc})") from None
 
 
 def _result_file(folder: Path, cell: str) -> tuple[str, Path]:

@@ -58,8 +58,8 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Int, List, TraitType, Unicode
 
-from autograder.judging.fingerprint import assignment_fingerprint, file_cells_sha256, fingerprint_components
-from autograder.grading import Unjudgeable, grade_file
+from autograder.judging.fingerprint import assignment_fingerprint, fingerprint_components
+from autograder.grading import Unjudgeable, file_cells_sha256, grade_file
 from autograder.batch import result_path, suite_names
 from autograder import nbgrader_regrades
 from autograder.result import GradeResult, display_name
@@ -67,10 +67,11 @@ from autograder.reports import figures
 from autograder.reports.results import from_gradescope, gradescope, message_text, summary
 from autograder.judging.judge import run_suite
 from autograder.judging.rubric import PartScore, Rubric, load_rubric, score
-from autograder.host.limits import Limits, knobs
+from autograder.model.limits import Limits, knobs
 from autograder.host.sandbox import isolation_refused
 from autograder.host.intake import UnreadableSubmission, read_submission
-from autograder.host.source_cells import cells_from, code_text, grade_id_of, is_check_cell, last_carriers, read_cells
+from autograder.host.source_cells import cells_from, read_cells
+from autograder.model.cells import code_text, grade_id_of, is_check_cell, last_carriers
 
 # The kit's own metadata (cells and notebook), written by ReleaseCells and read by SandboxedGrading: what a
 # submission holds under this key is dropped on reading, so only the kit's two steps ever write it.
@@ -207,7 +208,7 @@ class ReleaseCell:
     points: float | None
 
     @property
-    def is_test(self) -> bool:  # an autograded test cell, by the kit's rule (source_cells.is_check_cell)
+    def is_test(self) -> bool:  # an autograded test cell, by the kit's rule (model.cells.is_check_cell)
         return self.grade and not self.solution
 
     def nbgrader_metadata(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from autograder.authoring import readme_tables
 from autograder.judging import checks
 
 CHILD = PACKAGE_DIR / "child"
-ENGINE_FOLDERS = ("child", "host", "judging", "reports")
+ENGINE_FOLDERS = ("child", "model", "host", "judging", "reports")
 FRONT_ENDS = ("autograder.cli", "autograder.batch", "autograder.cluster", "autograder.nbgrader_plugin",
               "autograder.authoring")
 
@@ -102,7 +102,7 @@ def folder_rows(page: str) -> dict[str, str]:
 def test_the_architecture_page_describes_every_package_folder_and_its_modules():
     page = ARCHITECTURE.read_text()
     folders = sorted(p.name for p in PACKAGE_DIR.iterdir() if p.is_dir() and (p / "__init__.py").exists())
-    assert folders == ["authoring", "child", "host", "judging", "platforms", "reports"]
+    assert folders == ["authoring", "child", "host", "judging", "model", "platforms", "reports"]
     rows = folder_rows(page)
     for folder in package_folders():  # each package has its row, naming each of its modules in backticks
         row = rows.get(f"autograder/{folder}/")
@@ -168,3 +168,27 @@ def test_the_measured_test_durations_name_only_test_files_that_exist():
 
     tests = {p.name for p in (REPO_ROOT / "tests").glob("test_*.py")}
     assert set(measured_durations()) <= tests, "tests/durations.json is stale: run `make durations`"
+
+
+def _layer(module: str) -> str:
+    """A package folder of autograder/, or a module at its top (autograder.cli -> cli)."""
+    return module.split(".")[1] if "." in module else module
+
+
+def test_no_two_layers_import_each_other_even_through_others():
+    """The import graph between autograder's packages and top-level modules has no cycle: each layer builds
+    only on the ones below it (docs/architecture.md), and the host and the judging, peers on the model, never
+    import each other."""
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE_DIR.rglob("*.py"):
+        source = _layer(module_name(path))
+        graph.setdefault(source, set()).update(_layer(m) for m in kit_imports(path) if _layer(m) != source)
+    assert "host" not in graph["judging"] and "judging" not in graph["host"]
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for nxt in graph.get(start, ()):
+            if nxt == goal or (nxt not in seen and (seen.add(nxt) or reaches(nxt, goal, seen))):
+                return True
+        return False
+    cycles = sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets if reaches(b, a, set()))
+    assert cycles == []

@@ -241,7 +241,7 @@ def test_a_stopped_grading_reaches_the_client_as_an_ordinary_exception(tmp_path,
     from autograder.judging.fingerprint import assignment_fingerprint
     from autograder.interrupts import JudgingInterrupted
     from autograder.judging.rubric import load_rubric
-    from autograder.host.limits import Limits
+    from autograder.model.limits import Limits
 
     def interrupted(path, rubric, limits, **how):
         raise JudgingInterrupted("judging stopped while judging attention")

@@ -11,7 +11,7 @@ from autograder.authoring.assignment import Assignment, assignment_names
 from autograder.authoring.catalogue import EveryPart, load
 from autograder.authoring.demo import Course
 from autograder.authoring.samples import write_demo_class
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from autograder.host.remote import RemoteSubmission
 from autograder.judging.rubric import load_rubric
 from conftest import grade_class_both_ways

@@ -22,7 +22,7 @@ import pytest
 from autograder import PACKAGE_DIR
 from autograder.authoring.samples import student_notebook, write_notebook
 from autograder.cli import main
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from autograder.host.source_cells import read_cells
 from autograder.judging import resemblance
 from autograder.judging.fingerprint import assignment_fingerprint

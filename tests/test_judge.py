@@ -21,7 +21,7 @@ from autograder.interrupts import JudgingInterrupted, Terminated
 from autograder.judging.judge import NOT_RUN, run_suite
 from autograder.nbgrader_plugin import write_verdicts
 from autograder.judging.rubric import Part, PartScore, load_rubric
-from autograder.judging.submission import ModuleSubmission, Submission
+from autograder.model.submission import ModuleSubmission, Submission
 
 from autograder import REPO_ROOT as REPO  # noqa: E402
 
@@ -190,7 +190,7 @@ def test_pictures_are_drawn_once_every_verdict_is_final_and_cost_only_themselves
         def test_last(student):
             student.call("last-check")
     """))
-    from autograder.judging.submission import StudentError, SubmissionBroken
+    from autograder.model.submission import StudentError, SubmissionBroken
 
     raises = {"picture-raises": StudentError("ValueError", "no"), "picture-breaks": SubmissionBroken("it ended")}
     for pictures in (True, False):
@@ -404,7 +404,7 @@ def test_sessions_close_cleanly_at_exit(counting):
 
         atexit.register(lambda: print("printed after the judge closed its sessions"))  # handlers run last-in first-out
         from autograder.judging.judge import run_suite
-        from autograder.judging.submission import Submission
+        from autograder.model.submission import Submission
 
         class Answers(Submission):
             def names(self):

@@ -12,8 +12,8 @@ import pytest
 from autograder import REPO_ROOT
 from autograder.authoring import readme_tables
 from autograder.cli import build_parser
-from autograder.host import limits
-from autograder.host.limits import BadLimit, Limits, knobs
+from autograder.model import limits
+from autograder.model.limits import BadLimit, Limits, knobs
 from autograder.nbgrader_plugin import SandboxedGrading
 from conftest import run_cli
 

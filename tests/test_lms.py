@@ -16,8 +16,10 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder import cli, lms as lms_command
-from autograder.batch import Entry, write_grades_csv
-from autograder.judging.rubric import load_rubric
+from autograder.batch import Entry, result_path, write_grades_csv
+from autograder.judging.rubric import PartScore, load_rubric
+from autograder.reports.results import gradescope
+from autograder.result import GradeResult
 from autograder.nbgrader_lms import LmsExport, PerHourPenalty, assignment_grades, grant_extension, main
 from autograder.reports import lms
 
@@ -148,10 +150,10 @@ def results_folder(folder: Path, students: dict[str, tuple[float, dict[str, floa
     rubric = load_rubric(ASSIGNMENT)
     folder.mkdir(parents=True)
     for student, (total, parts) in students.items():
-        data = {"score": total, "max_score": rubric.max_score, "tests": [], "extra_data": {
-            "assignment": ASSIGNMENT, "parts": {p.name: {"score": parts.get(p.name, p.points),
-                                                         "max_score": p.points} for p in rubric.parts}}}
-        (folder / f"{student}.json").write_text(json.dumps(data, sort_keys=True))
+        scores = [PartScore(p, parts.get(p.name, p.points), [], ()) for p in rubric.parts]
+        assert sum(s.score for s in scores) == total
+        result = GradeResult(f"{student}.ipynb", "", ASSIGNMENT, scores, rubric.max_score)
+        result_path(folder, student).write_text(json.dumps(gradescope(result), sort_keys=True))
     write_grades_csv(folder, [Entry(s, folder / f"{s}.ipynb", folder) for s in students], rubric)
     return folder
 

@@ -22,7 +22,8 @@ from autograder.authoring.demo import Course
 from autograder.judging.rubric import load_rubric
 from autograder.authoring.samples import student_notebook, write_notebook
 from autograder.authoring.assignment import Assignment
-from autograder.host.source_cells import CHECK_CELL_STANDIN, UNCHANGED_CELL_STANDIN, read_cells
+from autograder.host.source_cells import read_cells
+from autograder.model.cells import CHECK_CELL_STANDIN, UNCHANGED_CELL_STANDIN
 from conftest import ASSIGNMENT, NOT_REGULAR_NESTED, UNBIASED_VARIANCE, write_not_regular_nested
 from conftest import leaked_hidden_source, run_cli
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from autograder import protocol
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from autograder.host.remote import RemoteModule, RemoteSubmission
 from autograder.judging import checks as C
 from autograder.judging.checks.calls import Module
-from autograder.judging.submission import ModuleSubmission, SubmissionBroken
+from autograder.model.submission import ModuleSubmission, SubmissionBroken
 
 CODE = '''
 import torch

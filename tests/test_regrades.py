@@ -14,7 +14,7 @@ import pytest
 from autograder import batch, regrades
 from autograder.authoring import catalogue
 from autograder.batch import Entry, grade_all, record, result_path
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from autograder.judging.rubric import load_rubric
 from conftest import run_cli
 

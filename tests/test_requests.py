@@ -7,10 +7,10 @@ import types
 import pytest
 import torch
 
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from autograder.host.remote import RemoteSubmission
 from autograder.judging import checks as C
-from autograder.judging.submission import ModuleSubmission
+from autograder.model.submission import ModuleSubmission
 
 CODE = '''
 import torch

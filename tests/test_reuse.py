@@ -16,7 +16,8 @@ import nbformat
 import pytest
 
 from autograder.judging import fingerprint
-from autograder.judging.fingerprint import assignment_fingerprint, cells_sha256, file_cells_sha256
+from autograder.grading import file_cells_sha256
+from autograder.judging.fingerprint import assignment_fingerprint, cells_sha256
 from autograder.result import GradeResult
 from autograder.nbgrader_plugin import SandboxedGrading, write_verdicts
 from autograder.protocol import UNISOLATED
@@ -26,7 +27,7 @@ import autograder.judging.rubric as scoring
 from autograder.judging.rubric import PartScore, load_rubric
 from autograder.authoring.assignment import Assignment
 from autograder.authoring.samples import student_notebook, write_notebook
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from conftest import REPO
 
 RUBRIC = load_rubric("transformer_block")

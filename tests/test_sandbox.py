@@ -17,9 +17,9 @@ import torch
 
 from autograder.host.remote import RemoteSubmission
 from autograder import REPO_ROOT as ROOT
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from autograder.host.sandbox import Cgroup
-from autograder.judging.submission import StudentError, SubmissionBroken
+from autograder.model.submission import StudentError, SubmissionBroken
 from conftest import processes_mentioning
 
 PROBE = f'''
@@ -381,7 +381,7 @@ def test_every_mechanism_holds_for_an_ordinary_users_grader():
     import sys
 
     prefix, _ = _ordinary_user()
-    script = ("import json, sys\nfrom autograder.host.remote import RemoteSubmission\nfrom autograder.host.limits import Limits\n"
+    script = ("import json, sys\nfrom autograder.host.remote import RemoteSubmission\nfrom autograder.model.limits import Limits\n"
               "s = RemoteSubmission([sys.argv[1]], Limits(), [])\n"
               "print(json.dumps([s.call('probe'), s.report.notices]))\ns.close()")
     done = subprocess.run([*prefix, sys.executable, "-c", script, PROBE], cwd=tempfile.gettempdir(),

@@ -155,7 +155,7 @@ def test_byte_order_marks_and_windows_line_ends_give_the_same_cells(tmp_path, na
 
 
 def test_check_cells_are_not_run_but_keep_their_numbers(tmp_path):
-    from autograder.host.source_cells import CHECK_CELL_STANDIN
+    from autograder.model.cells import CHECK_CELL_STANDIN
 
     def cell(source, **nbgrader):
         return {"cell_type": "code", "metadata": {"nbgrader": nbgrader} if nbgrader else {}, "source": source}
@@ -262,7 +262,7 @@ def test_a_name_defined_only_in_an_edited_locked_cell_is_not_defined_when_graded
     restore the cell), so code after it that needs what the edit defined fails, in its own part only."""
     from autograder.grading import grade_file
     from autograder.judging.rubric import load_rubric
-    from autograder.host.limits import Limits
+    from autograder.model.limits import Limits
 
     notebook = _release_class_notebook()
     plot = _cell_with(notebook, "heads_plot")

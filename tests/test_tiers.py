@@ -105,7 +105,7 @@ def leave(token):
 DRIVER = """
 import json, os, sys
 from autograder.host.remote import RemoteSubmission
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from autograder import REPO_ROOT
 s = RemoteSubmission([sys.argv[1]], Limits(processes=32), [])
 found = s.call("probe", os.getpid(), str(REPO_ROOT))
@@ -226,7 +226,7 @@ def look(checkout, base):
 VIEW = """
 import json, os, sys
 from autograder.host.remote import RemoteSubmission
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from autograder import REPO_ROOT
 s = RemoteSubmission([sys.argv[1]], Limits(), [])
 print(json.dumps({"seen": s.call("look", str(REPO_ROOT), os.path.dirname(str(REPO_ROOT))),

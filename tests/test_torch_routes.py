@@ -14,7 +14,7 @@ import json
 import pytest
 
 from autograder.authoring.catalogue import Entry, load
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from autograder.host.remote import RemoteSubmission
 from conftest import full_marks, part_scores, run_cli
 from torch_routes import ASSIGNMENT, BORDERLINE, COPIED, LEGITIMATE, ROUTES, submission

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from autograder.host.sandbox import Sandbox, Zygote
 from conftest import REPO, full_marks, part_scores, run_cli
 
@@ -119,7 +119,7 @@ def test_children_are_forked_from_the_zygote_and_die_with_it():
 GRADER = """
 import sys
 sys.path.insert(0, {root!r})
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from autograder.host.sandbox import Sandbox, Zygote
 sandbox = Sandbox(["while True:\\n    pass"], Limits(), [])
 print(Zygote.shared().process.pid, sandbox.process.pid, flush=True)
@@ -143,7 +143,7 @@ def test_neither_zygote_nor_children_outlive_the_grader(how):
 ADOPTER = """
 import socket, sys
 sys.path.insert(0, {root!r})
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from autograder.host.sandbox import Sandbox, Zygote
 Zygote.adopt(socket.socket(fileno={fd}))
 sandbox = Sandbox(["while True:\\n    pass"], Limits(), [])
@@ -230,7 +230,7 @@ def test_what_the_zygote_and_a_grader_imported_is_out_of_the_collectors_sight():
         child.close()
     grader = subprocess.run([sys.executable, "-c", "import gc, pathlib, sys\n"
                              "from autograder.grading import grade_file\n"
-                             "from autograder.host.limits import Limits\n"
+                             "from autograder.model.limits import Limits\n"
                              "from autograder.judging.rubric import load_rubric\n"
                              "before = gc.get_freeze_count()\n"
                              "grade_file(pathlib.Path(sys.argv[1]), load_rubric('transformer_block'), Limits())\n"

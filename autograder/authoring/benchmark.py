@@ -338,7 +338,7 @@ def floor_seconds(repeats: int, assignment: str = DEFAULT_ASSIGNMENT) -> list[fl
 
     from autograder.judging.judge import run_suite
     from autograder.judging.rubric import load_rubric
-    from autograder.judging.submission import ModuleSubmission
+    from autograder.model.submission import ModuleSubmission
     import importlib
 
     reference = importlib.import_module(f"solutions.{assignment}")

@@ -4,7 +4,7 @@
     python -m autograder.authoring.readme_tables write   # regenerate them
 
 Each table sits in its document between `<!-- BEGIN GENERATED name -->` and `<!-- END GENERATED name -->`:
-the limits in docs/instructors.md (from autograder/host/limits.py), the hidden suites' toolkit in
+the limits in docs/instructors.md (from autograder/model/limits.py), the hidden suites' toolkit in
 docs/authoring.md (every public name of autograder.judging.checks with its signature, and the methods of the
 module wrapper `C.new` returns).  The one-line summaries of the toolkit are kept here, beside the code that
 checks them: a public name without one, or a summary of a name that is no longer public, is an error, so a
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from autograder import REPO_ROOT
-from autograder.host.limits import knobs
+from autograder.model.limits import knobs
 
 INSTRUCTORS = REPO_ROOT / "docs" / "instructors.md"
 AUTHORING = REPO_ROOT / "docs" / "authoring.md"

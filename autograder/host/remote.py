@@ -17,9 +17,9 @@ import torch
 from autograder import protocol
 from autograder.result import LoadReport
 from autograder.interrupts import JudgingInterrupted
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from autograder.host.sandbox import Sandbox, ZygoteFailed, isolation_name
-from autograder.judging.submission import (ModuleHandle, ModuleInfo, Opaque, StudentError, Submission,
+from autograder.model.submission import (ModuleHandle, ModuleInfo, Opaque, StudentError, Submission,
                                    SubmissionBroken)
 
 STARTUP_SECONDS = 60.0  # interpreter and torch start-up, before the first cell

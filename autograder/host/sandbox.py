@@ -26,7 +26,7 @@ from pathlib import Path
 from autograder import REPO_ROOT
 from autograder import protocol
 from autograder.host import memory
-from autograder.host.limits import Limits, rlimits
+from autograder.model.limits import Limits, rlimits
 
 MEMORY_SAMPLE_SECONDS = 0.05  # what processes allocate in one interval is how far a bound can be overshot
 SUPERVISOR_SECONDS = 10.0  # for the supervisor to end a sandbox's processes on SIGTERM

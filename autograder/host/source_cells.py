@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from autograder.host.intake import UnreadableSubmission, read_submission, shown_name
+from autograder.model.cells import (CHECK_CELL_STANDIN, UNCHANGED_CELL_STANDIN, code_text, grade_id_of, is_check_cell,
+                                    last_carriers, unix_newlines)
 from autograder.protocol import loads
 
 MAX_CODE_CHARS = 2_000_000  # all code cells together; the reference solution has 5,000 characters
@@ -41,8 +43,6 @@ LINE_MAGIC = re.compile(r"^(\s*)(?:[%!]|\w+\s*=\s*[%!](?!=)).*$")
 CELL_MARKER = re.compile(r"^# %%.*$", re.MULTILINE)
 
 
-CHECK_CELL_STANDIN = "pass  # a check cell: the hidden suite takes its place when grading\n"
-UNCHANGED_CELL_STANDIN = "pass  # an instructor's locked cell that grading does not need\n"
 
 
 def neutralise(source: str) -> str | None:
@@ -57,10 +57,6 @@ def neutralise(source: str) -> str | None:
                      for line in source.split("\n"))
 
 
-def _unix_newlines(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
 def _check_json_size(name: str, text: str) -> None:
     """Bounds the memory json.loads will take, by counting before parsing.  Brackets and commas inside
     strings count too, so these are overestimates."""
@@ -71,44 +67,6 @@ def _check_json_size(name: str, text: str) -> None:
     if containers + text.count(",") > MAX_NOTEBOOK_VALUES:  # every value but a container's first follows a comma
         raise UnreadableSubmission(f"{name} is not a readable notebook: more than {MAX_NOTEBOOK_VALUES:,} "
                                    "JSON values (clear its outputs and submit it again)")
-
-
-def _nbgrader(cell: Any) -> dict | None:
-    metadata = cell.get("metadata") if isinstance(cell, dict) else None
-    nbgrader = metadata.get("nbgrader") if isinstance(metadata, dict) else None
-    return nbgrader if isinstance(nbgrader, dict) else None
-
-
-def is_check_cell(cell: Any) -> bool:
-    """A cell marked as an nbgrader autograded test cell, of whatever type: its visible checks compare with
-    torch's own implementations, which the sandbox disables, and the hidden suite takes its place when
-    grading, so it is not run.  The mark decides, on every front end: a test cell the student added or
-    copied from elsewhere is not run either, and earns nothing (the rubric's parts are what is scored)."""
-    nbgrader = _nbgrader(cell)
-    return nbgrader is not None and nbgrader.get("grade") is True and nbgrader.get("solution") is not True
-
-
-def grade_id_of(cell: Any) -> str | None:
-    """The nbgrader grade_id the cell carries, if it carries one."""
-    nbgrader = _nbgrader(cell)
-    grade_id = nbgrader.get("grade_id") if nbgrader is not None else None
-    return grade_id if isinstance(grade_id, str) and grade_id else None
-
-
-def last_carriers(cells: list) -> dict[str, int]:
-    """grade_id -> the index of the last cell carrying it.  That cell is the notebook's cell of that grade_id;
-    earlier ones (JupyterLab copies a cell's metadata with it when it is pasted) are the student's own cells.
-    nbgrader's rule (its DeduplicateIds keeps the last), here for every cell that carries a grade_id."""
-    return {grade_id: i for i, cell in enumerate(cells) if (grade_id := grade_id_of(cell)) is not None}
-
-
-def code_text(cell: dict[str, Any]) -> str | None:
-    """A notebook code cell's source as one text with Unix line ends, as it is compared and run; None when
-    its source is not text."""
-    source = cell.get("source", "")
-    if isinstance(source, list):
-        source = "".join(s for s in source if isinstance(s, str))
-    return _unix_newlines(source) if isinstance(source, str) else None
 
 
 def _is_skipped_locked_cell(cell: dict, index: int, last: Mapping[str, int],
@@ -155,7 +113,7 @@ def _notebook_sources(name: str, text: str, unchanged_may_skip: Mapping[str, str
 
 
 def _python_sources(name: str, text: str) -> list[str]:
-    text = _unix_newlines(text)
+    text = unix_newlines(text)
     _check_amount(name, 1, len(text))  # before splitting, so a huge file costs no more work than this
     sources = [s for s in CELL_MARKER.split(text) if s.strip()] or [text]
     _check_amount(name, len(sources), len(text))

@@ -17,8 +17,7 @@ from typing import Any
 
 from autograder import PACKAGE_DIR
 from autograder.judging.rubric import Rubric, suite_sources
-from autograder.host.limits import Limits
-from autograder.host.source_cells import UnreadableSubmission, read_cells
+from autograder.model.limits import Limits
 
 
 
@@ -28,13 +27,13 @@ def _add(digest: "hashlib._Hash", label: str, data: bytes) -> None:
     digest.update(data)
 
 
-# The kit's code a stored grade is computed and written by: the sandboxed child, the host side that runs and
-# talks to it, the judge and its toolkit, the pipeline of one file, the result's model and its results.json.
+# The kit's code a stored grade is computed and written by: the sandboxed child, the model both sides share, the
+# host side that runs and talks to it, the judge and its toolkit, the pipeline of one file, the result's model and its results.json.
 # The authoring tools, the platforms' packaging, the front ends and the other report formats cannot change a
 # stored grade, so editing them regrades nothing (tests/test_reuse.py checks that everything grading imports
 # is in here).
-ENGINE = ("__init__.py", "child/", "host/", "judging/", "grading.py", "interrupts.py", "protocol.py", "result.py",
-          "reports/__init__.py", "reports/results.py")
+ENGINE = ("__init__.py", "child/", "model/", "host/", "judging/", "grading.py", "interrupts.py", "protocol.py",
+          "result.py", "reports/__init__.py", "reports/results.py")
 
 
 def _digest_of(paths: list[Path]) -> bytes:
@@ -134,16 +133,6 @@ def _shown(value: Any) -> str:
 
 
 def cells_sha256(cells: list[str]) -> str:
-    """The hash of what is actually graded: the cells as `autograder.host.source_cells.read_cells` returns them."""
+    """The hash of what is actually graded: the cells as `autograder.host.source_cells.read_cells` returns them (grading.file_cells_sha256 of a file)."""
     # ASCII JSON: a list's boundaries are unambiguous and a lone surrogate cannot make encoding fail
     return hashlib.sha256(json.dumps(cells, ensure_ascii=True).encode("ascii")).hexdigest()
-
-
-def file_cells_sha256(path: Path, rubric: Rubric) -> str:
-    """`cells_sha256` of a submission file, read as grading against `rubric` reads it (its unchanged
-    instructor cells become stand-ins); "" for a file that cannot be read as a submission (nothing was run,
-    so there is nothing a stored grade could stand in for)."""
-    try:
-        return cells_sha256(read_cells(path, rubric.skip_when_unchanged))
-    except UnreadableSubmission:
-        return ""

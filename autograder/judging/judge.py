@@ -37,7 +37,7 @@ from autograder.judging.checks.failing import Later
 from autograder.judging.evidence import FIGURE_TYPES, Figure
 from autograder.judging.fingerprint import engine_digest
 from autograder.judging.rubric import suite_sources
-from autograder.judging.submission import StudentError, Submission, SubmissionBroken
+from autograder.model.submission import StudentError, Submission, SubmissionBroken
 
 NOT_RUN = "not run: judging stopped before this check"
 MAX_SESSIONS = 8  # distinct suite sets kept warm in one process; a grader uses one, the kit's tests a few

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from autograder import REPO_ROOT
 
-from autograder.host.source_cells import code_text
+from autograder.model.cells import code_text, nbgrader_of
 from autograder.judging.evidence import MAX_FIGURES, Figure
 
 def suite_sources(suite_files: Sequence[Path]) -> set[Path]:
@@ -200,11 +200,11 @@ def _locked_sources(path: Path, notebook: Path, grade_ids: list[str]) -> dict[st
                           f"({type(exc).__name__}: {exc})") from None
     sources = {}
     for grade_id in grade_ids:
-        found = [c for c in cells if _nbgrader(c).get("grade_id") == grade_id]
+        found = [c for c in cells if nbgrader_of(c).get("grade_id") == grade_id]
         if len(found) != 1:
             raise RubricError(f"{path}: skip_when_unchanged names {grade_id!r}, but {notebook} has "
                               f"{len(found) or 'no'} cells with that grade_id (one is needed)")
-        cell, meta = found[0], _nbgrader(found[0])
+        cell, meta = found[0], nbgrader_of(found[0])
         source = code_text(cell)
         if cell.get("cell_type") != "code" or source is None:
             raise RubricError(f"{path}: skip_when_unchanged names {grade_id!r}, which is not a code cell in "
@@ -234,11 +234,6 @@ def _part(path: Path, table: Any) -> Part:
                 tuple(_names(table.get("off_limits", []))), tuple(_names(table.get("built_on", []))),
                 frozenset(_names(table.get("form", []))), frozenset(_names(table.get("own_parts", []))),
                 table.get("follow_through", True), **shares)
-
-
-def _nbgrader(cell: Any) -> dict[str, Any]:
-    meta = cell.get("metadata", {}).get("nbgrader", {}) if isinstance(cell, dict) else {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def _names(value: object) -> list[str]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Iterable, Sequence
 
-from autograder.host.source_cells import CHECK_CELL_STANDIN, UNCHANGED_CELL_STANDIN
+from autograder.model.cells import CHECK_CELL_STANDIN, UNCHANGED_CELL_STANDIN
 from autograder.judging import resemblance
 from autograder.judging.resemblance import NOISE, WINDOW, Resemblance, kgram_hashes, normalised_tokens
 

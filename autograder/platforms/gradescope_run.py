@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.batch import grade_report
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from autograder.host.sandbox import Zygote, isolation_refused
 from autograder.interrupts import JudgingInterrupted, interruption, raise_terminated
 from autograder.judging.rubric import Rubric, load_rubric

@@ -41,7 +41,7 @@ def grade_entry(assignment: str, path: str, pictures: bool = True) -> dict[str, 
     from autograder.grading import grade_file
     from autograder.reports.results import gradescope
     from autograder.judging.rubric import load_rubric
-    from autograder.host.limits import Limits
+    from autograder.model.limits import Limits
 
     torch.set_num_threads(1)
     rubric = load_rubric(assignment)

@@ -14,7 +14,7 @@ import torch
 from autograder.judging.checks.failing import fail
 from autograder.judging.checks.kinds import dtype_name
 from autograder.judging.checks.structure import expect_parameters
-from autograder.judging.submission import ModuleHandle, StudentError, Submission
+from autograder.model.submission import ModuleHandle, StudentError, Submission
 
 _MAX_ERROR_TEXT = 800
 

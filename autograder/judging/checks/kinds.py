@@ -5,7 +5,7 @@ from typing import Any
 
 import torch
 
-from autograder.judging.submission import Opaque
+from autograder.model.submission import Opaque
 
 
 def dtype_name(dtype: torch.dtype) -> str:
