@@ -35,7 +35,7 @@ def batch_normalise(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """Normalise every feature of x [batch, features] over the batch (dim 0): biased variance, no affine step."""
     mean = x.mean(dim=0, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=0, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps)
+    return (x - mean) / (var + eps).sqrt()
 
 
 def batch_dependence(kind: str, batch_size: int = 8, d_model: int = 16, seed: int = 0) -> float:
@@ -45,7 +45,7 @@ def batch_dependence(kind: str, batch_size: int = 8, d_model: int = 16, seed: in
     if kind not in normalisers:
         raise ValueError(f"kind must be 'layer' or 'batch', not {kind!r}")
     normalise = normalisers[kind]
-    torch.manual_seed(seed)
+    torch.manual_seed(seed)  # the recipe's draws, in its order
     x = torch.randn(batch_size, d_model)
     others = torch.randn(batch_size - 1, d_model)
     y = torch.cat([x[:1], others])  # example 0 is kept, its batch-mates are new

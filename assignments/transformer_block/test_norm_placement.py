@@ -8,8 +8,11 @@ in float64 and float32 on the same weights; allowed absolute error = 30 x the ob
 of the largest norm (autograder.judging.checks.reference_tolerance).
 
 The part measures the student's blocks, so it is built on Parts 1 to 4.  The own-parts check judges the
-function on the student's own blocks in float64: the trusted side runs the same blocks forward, back-propagates
-the target through them block by block (vjp requests) and compares the norms it finds with the function's.
+function on the student's own blocks in float64, as their constructor initialises them (so misnamed parameters,
+which the value checks cannot load, do not keep it from judging): the trusted side runs the same blocks forward,
+back-propagates the target through them block by block (vjp requests) and compares the norms it finds with the
+function's.  Both value checks compare end to end, so a mistake in Parts 1-4 fails both; when the own-parts
+check passes, it costs end_to_end_share = 0.2 of the part (rubric.toml).
 
 Which input amplifies which bug: random LayerNorm weights keep output.sum() from having a zero gradient, so a
 loss of output.sum() gives other (nonzero) values; stacks of 5 and 6 blocks make a reversed list and a list of
@@ -156,10 +159,16 @@ def test_layer_grad_norms_returns_one_float_per_block(student):
 def test_layer_grad_norms_is_right_on_your_own_blocks(student):
     """layer_grad_norms' own logic, judged on the student's own blocks (no points of its own: when it passes and
     Part 1, 2, 3 or 4 lost points, this part's failed checks are carried forward from there).  Its norms equal
-    those the trusted side finds by running the same blocks forward and back-propagating the target through them
-    block by block (float64, both norm orders)."""
+    those the trusted side finds by running the same blocks (as the student's constructor initialises them)
+    forward and back-propagating the target through them block by block (float64, both norm orders)."""
     for depth, norm_first, seed in ((4, False, 6400), (3, True, 6500)):
-        blocks = _stack(student, _states(depth, seed, F64), norm_first, F64)
+        # the blocks as the student's constructor makes them: no weights loaded, so that blocks whose parameters
+        # are misnamed (which the other checks cannot load) still judge this function
+        blocks = []
+        for _ in range(depth):
+            block = C.new(student, "TransformerBlock", D, H, D_FF, norm_first=norm_first)
+            block.to(F64)
+            blocks.append(block)
         x = C.randn(B, S, D, seed=seed + 1, dtype=F64)
         target = C.randn(B, S, D, seed=seed + 2, dtype=F64)
         hidden = [x]
