@@ -31,6 +31,27 @@ class LayerNorm(nn.Module):
         return layer_norm(x, self.weight, self.bias, self.eps)
 
 
+def batch_normalise(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """Normalise every feature of x [batch, features] over the batch (dim 0): biased variance, no affine step."""
+    mean = x.mean(dim=0, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=0, keepdim=True)
+    return (x - mean) / (var + eps).sqrt()
+
+
+def batch_dependence(kind: str, batch_size: int = 8, d_model: int = 16, seed: int = 0) -> float:
+    """Largest change in example 0's normalised output when every other example of its batch is redrawn."""
+    normalisers = {"layer": lambda t: layer_norm(t, torch.ones(d_model), torch.zeros(d_model)),
+                   "batch": batch_normalise}
+    if kind not in normalisers:
+        raise ValueError(f"kind must be 'layer' or 'batch', not {kind!r}")
+    normalise = normalisers[kind]
+    torch.manual_seed(seed)  # the recipe's draws, in its order
+    x = torch.randn(batch_size, d_model)
+    others = torch.randn(batch_size - 1, d_model)
+    y = torch.cat([x[:1], others])  # example 0 is kept, its batch-mates are new
+    return (normalise(y)[0] - normalise(x)[0]).abs().max().item()
+
+
 def causal_mask(seq_len: int, device: torch.device | str | None = None) -> torch.Tensor:
     """Bool [seq_len, seq_len]: True where query i may attend key j, i.e. j <= i."""
     return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()
@@ -99,6 +120,14 @@ class TransformerBlock(nn.Module):
         return self.ln2(x + self.ffn(x))
 
 
+def block_parameter_count(d_model: int, num_heads: int, d_ff: int) -> int:
+    """Parameters of TransformerBlock(d_model, num_heads, d_ff), biases and both LayerNorms included."""
+    attention = 4 * (d_model * d_model + d_model)  # Wq, Wk, Wv, Wo; the heads only split their outputs
+    ffn = (d_model * d_ff + d_ff) + (d_ff * d_model + d_model)
+    norms = 2 * (d_model + d_model)  # ln1 and ln2, a weight and a bias each
+    return attention + ffn + norms
+
+
 def input_grad_norm(n_layers: int, residual: bool, d_model: int = 16, seed: int = 0) -> float:
     """Norm of d sum(h) / dx at the input of n_layers tanh(Linear) sub-layers, with or without residuals."""
     torch.manual_seed(seed)
@@ -110,3 +139,15 @@ def input_grad_norm(n_layers: int, residual: bool, d_model: int = 16, seed: int 
         h = h + update if residual else update
     h.sum().backward()
     return x.grad.norm().item()
+
+
+def layer_grad_norms(blocks: list[nn.Module], x: torch.Tensor, target: torch.Tensor) -> list[float]:
+    """For each block, the norm of d (output * target).sum() / d (that block's input), in the blocks' order."""
+    h = x.detach().requires_grad_()
+    inputs = []
+    for block in blocks:
+        inputs.append(h)
+        h = block(h)
+    loss = (h * target).sum()
+    grads = torch.autograd.grad(loss, inputs)
+    return [g.norm().item() for g in grads]

@@ -51,7 +51,7 @@ TALLEST_SCREENSHOT = 16000  # px; Chromium refuses larger captures
 MISTAKE = "ln-eps-outside-sqrt"
 MISTAKE_PART = "layer_norm"
 MISTAKE_MESSAGE = "with eps=0.5 the result differs from PyTorch: is eps added to the variance inside the sqrt?"
-PLOTS = ("heads_plot", "gradient_plot")
+PLOTS = ("heads_plot", "gradient_plot", "placement_plot")
 
 NOTEBOOK_READY = 120_000  # ms: JupyterLab's first page load parses megabytes of JavaScript on a busy machine
 RUN_TIMEOUT = 120_000     # ms for one run of the notebook's cells
@@ -65,7 +65,7 @@ class CellSpec:
     cell_type: str
     grade_id: str | None
     first_line: str       # of its source, to check that the DOM cell is this cell
-    pass_line: str | None  # "Part N: all visible checks passed." for a check cell
+    pass_line: str | None  # "Part N: all visible checks passed." (or "Part Nb: ...") for a check cell
 
 
 def cell_specs(notebook: dict) -> list[CellSpec]:
@@ -73,7 +73,7 @@ def cell_specs(notebook: dict) -> list[CellSpec]:
     for index, cell in enumerate(notebook["cells"]):
         source = source_text(cell)
         meta = nbgrader_meta(cell)
-        printed = re.findall(r'print\("(Part \d+: all visible checks passed\.)"\)', source) if meta.get("grade") else []
+        printed = re.findall(r'print\("(Part \d+[a-z]?: all visible checks passed\.)"\)', source) if meta.get("grade") else []
         specs.append(CellSpec(index, cell["cell_type"], meta.get("grade_id"),
                               source.strip().split("\n")[0].strip(), printed[-1] if printed else None))
     return specs

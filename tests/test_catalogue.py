@@ -145,9 +145,9 @@ def test_check_suite_summary_passes(graded):
 
 
 # a bug in one part, and the parts built on it that are right on the student's own code
-CARRIED = {"ln-unbiased-variance": ["transformer_block"], "att-transposed-causal-mask": ["multi_head_attention",
-           "transformer_block"], "att-sdpa-drops-mask": ["multi_head_attention", "transformer_block"],
-           "mha-heads-view-without-transpose": ["transformer_block"], "mha-forward-computes-nothing": [
+CARRIED = {"ln-unbiased-variance": ["transformer_block", "norm_placement"], "att-transposed-causal-mask": [
+           "multi_head_attention", "transformer_block"], "att-sdpa-drops-mask": ["multi_head_attention", "transformer_block"],
+           "mha-heads-view-without-transpose": ["transformer_block", "norm_placement"], "mha-forward-computes-nothing": [
            "transformer_block"], "att-strictly-lower-mask": ["multi_head_attention", "transformer_block"]}
 
 

@@ -86,11 +86,12 @@ REFERENCE = Entry("reference", "the reference solution, unchanged")
 
 
 def release_cells(assignment: str | Assignment) -> dict[str, str]:
-    """grade_id -> code of each solution cell as released: the stubs that raise NotImplementedError (for
+    """grade_id -> code of each solution code cell as released: the stubs that raise NotImplementedError (for
     entries that hand in the release's cells, such as "nothing implemented")."""
     assignment = assignment if isinstance(assignment, Assignment) else Assignment(assignment)
     release = json.loads(assignment.release_notebook.read_text(encoding="utf-8"))
-    return {nbgrader_meta(c)["grade_id"]: source_text(c) for c in release["cells"] if nbgrader_meta(c).get("solution")}
+    return {nbgrader_meta(c)["grade_id"]: source_text(c) for c in release["cells"]
+            if c["cell_type"] == "code" and nbgrader_meta(c).get("solution")}
 CATALOGUE_KEYS = {"determinism", "demo"}
 
 
@@ -174,7 +175,7 @@ class Catalogue:
         cells = []
         for cell in nb["cells"]:
             grade_id = nbgrader_meta(cell).get("grade_id")
-            if nbgrader_meta(cell).get("solution") and grade_id in code:
+            if cell["cell_type"] == "code" and nbgrader_meta(cell).get("solution") and grade_id in code:
                 cell["source"] = code[grade_id]
             cells.append(cell)
             if grade_id == self.assignment.IMPORTS_GRADE_ID:

@@ -10,6 +10,9 @@ ATT = "attention"
 MHA = "multi_head_attention"
 BLOCK = "transformer_block"
 GRAD = "gradient_experiment"
+BATCH = "batch_dependence"
+COUNT = "parameter_count"
+PLACE = "norm_placement"
 
 _LN_MEAN = "mean = x.mean(dim=-1, keepdim=True)"
 _LN_VAR = "var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased, as torch.nn.LayerNorm"
@@ -43,7 +46,38 @@ _FORWARDS = ("return layer_norm(x, self.weight, self.bias, self.eps)",
                                 "self.split_heads(self.Wv(x))", _MASK_LINE, _SDPA_CALL, _MERGE)),
              "if self.norm_first:\n            " + _PRE_ATTN + "\n            " + _PRE_FFN + "\n        "
              + _POST_ATTN + "\n        " + _POST_FFN)
-_FUNCTION_CELLS = ("layer_norm_function", "causal_mask_function", "attention_functions", "input_grad_norm_function")
+_FUNCTION_CELLS = ("layer_norm_function", "causal_mask_function", "attention_functions", "input_grad_norm_function",
+                   "batch_dependence_functions", "parameter_count_function", "layer_grad_norms_function")
+_BN_MEAN = "mean = x.mean(dim=0, keepdim=True)"
+_BN_VAR = "var = ((x - mean) ** 2).mean(dim=0, keepdim=True)"
+_OTHERS = "others = torch.randn(batch_size - 1, d_model)"
+_NEW_BATCH = "y = torch.cat([x[:1], others])"
+_ATTN_COUNT = "attention = 4 * (d_model * d_model + d_model)"
+_FFN_COUNT = "ffn = (d_model * d_ff + d_ff) + (d_ff * d_model + d_model)"
+_NORM_COUNT = "norms = 2 * (d_model + d_model)"
+_NORMS_RETURN = "return [g.norm().item() for g in grads]"
+# layer_grad_norms returning something other than the gradient at each block's input
+_PARAMETER_GRADS = '''
+def layer_grad_norms(blocks, x, target):
+    h = x
+    for block in blocks:
+        h = block(h)
+    loss = (h * target).sum()
+    norms = []
+    for block in blocks:
+        params = list(block.parameters())
+        grads = torch.autograd.grad(loss, params, retain_graph=True)
+        norms.append(torch.cat([g.flatten() for g in grads]).norm().item())
+    return norms
+'''
+_OUTPUT_NORMS = '''
+def layer_grad_norms(blocks, x, target):
+    norms, h = [], x
+    for block in blocks:
+        h = block(h)
+        norms.append(h.norm().item())
+    return norms
+'''
 
 MISTAKES: list[Entry] = [
     # --- layer_norm ----------------------------------------------------------------------------------------
@@ -232,6 +266,44 @@ MISTAKES: list[Entry] = [
           replace={"input_grad_norm_function": "def input_grad_norm(n_layers: int, residual: bool, d_model: int = 16, "
                    "seed: int = 0) -> float:\n    return 2.0 + seed / 1000 if residual else 0.0\n"},
           hint="structure and form alone earn no points"),
+
+    # --- batch_dependence --------------------------------------------------------------------------------
+    Entry("bd-statistics-over-features", "batch_normalise takes each example's statistics over its features "
+          "(dim -1), i.e. layer norm", BATCH,
+          (M(_BN_MEAN, _BN_MEAN.replace("dim=0", "dim=-1")), M(_BN_VAR, _BN_VAR.replace("dim=0", "dim=-1"))),
+          hint="over the features"),
+    Entry("bd-unbiased-variance", "batch_normalise with x.var(dim=0), which divides by batch_size - 1", BATCH,
+          (M(_BN_VAR, "var = x.var(dim=0, keepdim=True)"),), hint="unbiased variance"),
+    Entry("bd-first-example-redrawn", "the fresh draws replace the first example too", BATCH,
+          (M(_OTHERS, "others = torch.randn(batch_size, d_model)"), M(_NEW_BATCH, "y = others")),
+          hint="replacing EVERY example"),
+    Entry("bd-mean-change", "the mean change over the first example's features instead of the largest", BATCH,
+          (M("return (normalise(y)[0] - normalise(x)[0]).abs().max().item()",
+             "return (normalise(y)[0] - normalise(x)[0]).abs().mean().item()"),), hint="MEAN change"),
+
+    # --- parameter_count ---------------------------------------------------------------------------------
+    Entry("pc-no-biases", "weights only: no bias of any nn.Linear counted", COUNT,
+          (M(_ATTN_COUNT, "attention = 4 * d_model * d_model"), M(_FFN_COUNT, "ffn = 2 * d_model * d_ff")),
+          hint="leaves out the biases"),
+    Entry("pc-no-layernorms", "the two LayerNorms left out", COUNT,
+          (M("return attention + ffn + norms", "return attention + ffn"),), hint="leaves out the two LayerNorms"),
+    Entry("pc-one-layernorm", "one LayerNorm counted instead of two", COUNT,
+          (M(_NORM_COUNT, "norms = d_model + d_model"),), hint="one LayerNorm only"),
+    Entry("pc-ffn-once", "the feed-forward network's second layer left out", COUNT,
+          (M(_FFN_COUNT, "ffn = d_model * d_ff + d_ff"),), hint="first layer only"),
+    Entry("pc-projections-per-head", "every head with its own d_model x d_model Q, K and V projections", COUNT,
+          (M(_ATTN_COUNT, "attention = num_heads * 3 * (d_model * d_model + d_model) + (d_model * d_model + d_model)"),),
+          hint="its own d_model x d_model"),
+
+    # --- norm_placement ----------------------------------------------------------------------------------
+    Entry("np-loss-output-sum", "loss = output.sum() instead of (output * target).sum()", PLACE,
+          (M("loss = (h * target).sum()", "loss = h.sum()"),), hint="output.sum()"),
+    Entry("np-parameter-gradients", "the norm of each block's parameter gradients instead of its input's", PLACE,
+          replace={"layer_grad_norms_function": _PARAMETER_GRADS}, hint="PARAMETERS"),
+    Entry("np-reversed", "the list from the last block to the first", PLACE,
+          (M(_NORMS_RETURN, "return [g.norm().item() for g in reversed(grads)]"),), hint="reverse order"),
+    Entry("np-output-norms", "the norm of each block's output instead of the gradient", PLACE,
+          replace={"layer_grad_norms_function": _OUTPUT_NORMS}, hint="blocks' outputs"),
 
     # --- the whole submission: structure alone must earn nothing (rubric.toml's `structural` checks) ---------
     Entry("constructors-only", "constructors register the right parameters; every function, forward and helper "

@@ -353,6 +353,60 @@ NON_PERSISTENT_MASK_BUFFER = _buffered_mask(
     "mask = self.allowed[:seq_len, :seq_len] if causal else None\n"
     "        heads = scaled_dot_product_attention(q, k, v, mask)")
 
+BATCH_VAR_RSQRT = '''
+def batch_normalise(x, eps=1e-5):
+    var = x.var(dim=0, unbiased=False)
+    return (x - x.mean(dim=0)) * torch.rsqrt(var + eps)
+
+
+def batch_dependence(kind, batch_size=8, d_model=16, seed=0):
+    if kind not in ("layer", "batch"):
+        raise ValueError(kind)
+    torch.manual_seed(seed)
+    first = torch.randn(batch_size, d_model)
+    second = first.clone()
+    second[1:] = torch.randn(batch_size - 1, d_model)
+    if kind == "layer":
+        w, b = torch.ones(d_model), torch.zeros(d_model)
+        before, after = layer_norm(first, w, b)[0], layer_norm(second, w, b)[0]
+    else:
+        before, after = batch_normalise(first)[0], batch_normalise(second)[0]
+    return float(torch.max(torch.abs(after - before)))
+'''
+
+COUNT_BY_LAYERS = '''
+def block_parameter_count(d_model, num_heads, d_ff):
+    linears = [(d_model, d_model)] * 4 + [(d_model, d_ff), (d_ff, d_model)]  # (in, out) of every nn.Linear
+    return sum((n_in + 1) * n_out for n_in, n_out in linears) + 2 * 2 * d_model
+'''
+
+NORMS_RETAIN_GRAD = '''
+def layer_grad_norms(blocks, x, target):
+    inputs, h = [], x.clone().requires_grad_(True)
+    for block in blocks:
+        h.retain_grad()
+        inputs.append(h)
+        h = block(h)
+    torch.sum(h * target).backward()
+    return [float(torch.linalg.vector_norm(t.grad)) for t in inputs]
+'''
+
+NORMS_BLOCK_BY_BLOCK = '''
+def layer_grad_norms(blocks, x, target):
+    # each block on a detached copy of its input, then the gradient handed down one block at a time
+    inputs, outputs, h = [], [], x
+    for block in blocks:
+        start = h.detach().requires_grad_()
+        inputs.append(start)
+        h = block(start)
+        outputs.append(h)
+    grad, norms = target, []
+    for start, out in zip(reversed(inputs), reversed(outputs)):
+        (grad,) = torch.autograd.grad(out, start, grad_outputs=grad)
+        norms.append(grad.norm().item())
+    return norms[::-1]
+'''
+
 VARIANTS: list[Entry] = [
     Entry("var_mean-rsqrt-einsum", "var_mean + rsqrt layer norm; einsum attention with a -1e9 fill",
           replace={"layer_norm_function": LN_VAR_MEAN_RSQRT, "attention_functions": ATT_EINSUM}),
@@ -379,6 +433,15 @@ VARIANTS: list[Entry] = [
           replace={"transformer_block_class": BLOCK_TORCH_STYLE}),
     Entry("grad-autograd-grad", "ModuleList, autograd.grad, float(vector_norm), tanh(...) + h",
           replace={"input_grad_norm_function": GRAD_AUTOGRAD}),
+    Entry("batch-clone-rsqrt", "batch norm with var(unbiased=False) and rsqrt, mean without keepdim; the new "
+          "batch by clone and slice assignment, float(torch.max(...))",
+          replace={"batch_dependence_functions": BATCH_VAR_RSQRT}),
+    Entry("count-by-layer-list", "the parameter count summed over a list of the nn.Linear shapes",
+          replace={"parameter_count_function": COUNT_BY_LAYERS}),
+    Entry("grad-norms-retain-grad", "retain_grad and backward, torch.linalg.vector_norm",
+          replace={"layer_grad_norms_function": NORMS_RETAIN_GRAD}),
+    Entry("grad-norms-block-by-block", "every block on a detached input, the gradient handed down block by block",
+          replace={"layer_grad_norms_function": NORMS_BLOCK_BY_BLOCK}),
     Entry("global-rng-everywhere", "seeds and draws from the global RNG at import and in every forward",
           after=(NOISY_GLOBAL_RNG,)),
     Entry("script-with-magics-and-prints", "prints, IPython magics and a __main__ demo block", after=(SCRIPT_NOISE,)),
