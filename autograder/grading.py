@@ -17,6 +17,7 @@ from autograder.interrupts import JudgingInterrupted, interruption
 from autograder.judging.judge import collect, run_suite
 from autograder.judging.resemblance import resemblances
 from autograder.host.remote import RemoteSubmission
+from autograder.host.sandbox import Zygote
 from autograder.judging.rubric import Rubric, score
 from autograder.model.limits import Limits
 from autograder.host.intake import UnreadableSubmission, read_submission
@@ -70,6 +71,9 @@ def _freeze_imports() -> None:
 def _loaded_while_collecting(cells: list[str], rubric: Rubric, limits: Limits) -> RemoteSubmission:
     """The submission, its cells run by the child while this process imports and collects the suites (which it
     does once, on its first grade): a cold grade waits for the longer of the two, not for both."""
+    # the zygote's parent-death signal follows the thread that started it: started here, not by the loader,
+    # whose end would take it (and the child) down
+    Zygote.shared()
     loading: Future = Future()
 
     def load() -> None:

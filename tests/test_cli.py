@@ -313,3 +313,19 @@ def test_a_cold_grade_reads_the_references_the_last_one_stored_and_grades_alike(
     assert entry.stat().st_mtime_ns == written
     checks = [[(t["name"], t["score"], t.get("output")) for t in r["tests"]] for r in results]
     assert results[0]["score"] == results[1]["score"] < 100 and checks[0] == checks[1]
+
+
+def test_a_fresh_process_grading_in_process_keeps_its_zygote(tmp_path):
+    """grade_file in a process with no zygote yet (nbgrader's autograde, check-suite): the zygote is started by
+    the caller's thread, not by the thread that loads the cells, whose end would take it down (its parent-death
+    signal follows the thread that started it) and every child with it."""
+    submission = write_notebook(student_notebook("transformer_block"), tmp_path / "alice.ipynb")
+    script = ("import sys; from pathlib import Path; from autograder.grading import grade_file; "
+              "from autograder.judging.rubric import load_rubric; from autograder.model.limits import Limits; "
+              "r = grade_file(Path(sys.argv[1]), load_rubric('transformer_block'), Limits()); "
+              "print(r.score, r.max_score, r.load.failure)")
+    done = subprocess.run([sys.executable, "-c", script, str(submission)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    score, maximum, *failure = done.stdout.split()
+    assert float(score) == float(maximum), done.stdout
