@@ -53,7 +53,7 @@ def test_the_demo_says_what_each_sample_student_handed_in(tmp_path):
 
     grades = tmp_path / "grades.csv"
     grades.write_text("student_id,score,max_score\nbob,57.8,100\nalice,100,100\ncarol,0,100\n")
-    for assignment in ("transformer_block", "gpt_decoder"):
+    for assignment in ("transformer_block", "gpt_decoder", "norms_and_gates"):
         demo = load(assignment).entry(load(assignment).demo)
         table = grade_table(grades, demo_class_work(assignment)).splitlines()
         assert table[0].endswith("handed in") and table[1].startswith("alice") and "correct" in table[1]

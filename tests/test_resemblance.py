@@ -17,7 +17,7 @@ from autograder.reports.results import NotAResult, from_gradescope, gradescope, 
 from autograder.result import GradeResult
 from torch_routes import BORDERLINE, COPIED, LEGITIMATE, submission
 
-ASSIGNMENTS = ("transformer_block", "gpt_decoder")
+ASSIGNMENTS = ("transformer_block", "gpt_decoder", "norms_and_gates")
 WRITTEN = '''
 def attention(q, k, v, mask=None):
     """Softmax attention."""
