@@ -14,12 +14,12 @@ from autograder.authoring import check_suite, notebook_sync, release
 from autograder.authoring.assignment import BEGIN_MARKER, END_MARKER, Assignment, nbgrader_meta, source_text
 from autograder.authoring.catalogue import load
 from autograder.authoring.samples import write_demo_class
-from autograder.host.limits import Limits
+from autograder.model.limits import Limits
 from autograder.host.remote import RemoteSubmission
 from autograder.judging import judge
 from autograder.judging.checks import comparison
 from autograder.judging.rubric import load_rubric, score
-from autograder.judging.submission import ModuleSubmission
+from autograder.model.submission import ModuleSubmission
 from conftest import grade_class_both_ways
 from test_hidden_suites import TESTS_PER_PART, CountingSubmission
 
