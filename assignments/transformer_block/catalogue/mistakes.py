@@ -165,8 +165,8 @@ MISTAKES: list[Entry] = [
           (M(_KEYS_KEPT, "keys_kept = ~key_padding_mask[:, None, :, None]"),), hint="masking padded QUERIES"),
     Entry("mha-padding-inverted", "key_padding_mask used as a may-attend mask (True taken as keep)", MHA,
           (M(_KEYS_KEPT, "keys_kept = key_padding_mask[:, None, None, :]"),), hint="inverted padding mask"),
-    Entry("mha-padding-dropped-when-causal", "with causal=True only the causal mask is applied: the padding mask "
-          "replaces nothing and joins nothing", MHA,
+    Entry("mha-padding-dropped-when-causal", "with causal=True only the causal mask is applied: the padding mask is "
+          "built but never combined with it", MHA,
           (M(_COMBINE, "mask = keys_kept if mask is None else mask"),), hint="the causal mask alone"),
     Entry("mha-assertion-error", "assert instead of raising ValueError for indivisible heads", MHA,
           (M("if d_model % num_heads != 0:\n"
