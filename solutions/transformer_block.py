@@ -60,12 +60,15 @@ def causal_mask(seq_len: int, device: torch.device | str | None = None) -> torch
 def attention_weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """softmax(q k^T / sqrt(d_k)) over the keys (the last dimension).
 
-    mask: bool, broadcastable to [..., S_q, S_k]; True means query i may attend key j.
+    mask: bool, broadcastable to [..., S_q, S_k]; True means query i may attend key j. A query that may
+    attend no key at all gets weights 0 (so its output is 0), not NaN.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    return torch.softmax(scores, dim=-1)
+    weights = torch.softmax(scores, dim=-1)
+    # a row with every key masked is softmax(-inf, ..., -inf) = 0/0 = NaN: it attends to nothing instead
+    return weights if mask is None else weights.masked_fill(~mask, 0.0)
 
 
 def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -93,10 +96,17 @@ class MultiHeadAttention(nn.Module):
         batch, seq_len, _ = x.shape
         return x.view(batch, seq_len, self.num_heads, self.d_head).transpose(1, 2)
 
-    def forward(self, x: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, causal: bool = False,
+                key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """key_padding_mask: bool [B, S], True where key j of sequence b is padding (nn.MultiheadAttention's
+        convention); combined with the causal mask when causal=True."""
         batch, seq_len, d_model = x.shape
         q, k, v = self.split_heads(self.Wq(x)), self.split_heads(self.Wk(x)), self.split_heads(self.Wv(x))
         mask = causal_mask(seq_len, device=x.device) if causal else None
+        if key_padding_mask is not None:
+            # [B, S], True = padding  ->  [B, 1, 1, S], True = may attend: the same for every head and query
+            keys_kept = ~key_padding_mask[:, None, None, :]
+            mask = keys_kept if mask is None else mask & keys_kept
         heads = scaled_dot_product_attention(q, k, v, mask)
         return self.Wo(heads.transpose(1, 2).reshape(batch, seq_len, d_model))
 

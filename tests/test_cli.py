@@ -63,9 +63,9 @@ def class_graded(samples, tmp_path_factory) -> dict[str, dict]:
                    "    import torch.nn.functional as F\n"
                    "    return getattr(F, 'layer' + '_norm')(x, x.shape[-1:], weight, bias, eps)\n"
                    "    mean = x.mean(dim=-1, keepdim=True)\n")
-    via_aten = ("    return torch.softmax(scores, dim=-1)",
+    via_aten = ("    weights = torch.softmax(scores, dim=-1)",
                 "    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, k)  # borrowed, then hidden\n"
-                "    return torch.softmax(scores, dim=-1)")
+                "    weights = torch.softmax(scores, dim=-1)")
     write_notebook(student_notebook("transformer_block", [via_getattr, via_aten]), folder / "borrowed.ipynb")
     done = run_cli("grade-all", folder, "-o", out, "--jobs", "2")
     assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr, done.stderr[-3000:]

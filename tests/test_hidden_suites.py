@@ -300,3 +300,25 @@ def test_constructors_alone_score_zero():
     assert [p.score for p in parts] == [0.0] * len(parts)
     assert all(t.message == STRUCTURE_ALONE and not t.passed for p in parts for t in p.tests
                if f"{p.part.suite}::{t.name}" in STRUCTURE_TESTS)
+
+
+def test_mha_padding_reference_is_torchs_own_key_padding_mask():
+    """The MHA suite hands torch's nn.MultiheadAttention the padding as a merged [batch * heads, S, S] attn_mask
+    (key_padding_mask= would cost every cold grade a sympy import); that must stay exactly what torch computes
+    from key_padding_mask itself, alone and with the causal mask, including the queries that see no key (the
+    suite's reference sets those to Wo's bias, torch's answer on this path)."""
+    from assignments.transformer_block import test_multi_head_attention as mha_suite
+    from autograder.judging import checks as C
+
+    x = C.randn(3, 5, 8, seed=1, dtype=torch.float64)
+    state = C.mha_state("", 8, seed=2, dtype=torch.float64)
+    at_the_end = torch.arange(5) >= torch.tensor([[5], [3], [1]])  # True = padding
+    at_the_front = torch.arange(5) < torch.tensor([[2], [0], [5]])  # with causal: queries that see no key
+    for padding in (at_the_end, at_the_front):
+        for causal in (False, True):
+            ours = mha_suite._reference(x, state, 2, causal=causal, padding=padding)(torch.float64)
+            module = mha_suite._torch_mha(state, 8, 2, True, torch.float64)
+            with torch.no_grad():
+                theirs = module(x, x, x, need_weights=False, key_padding_mask=padding,
+                                attn_mask=~C.tril_mask(5) if causal else None)[0]
+            assert torch.equal(ours, theirs), (causal, padding)

@@ -13,7 +13,7 @@ every part not named keeps full marks.  The cells and what they define:
     layer_norm_module           class LayerNorm
     causal_mask_function        def causal_mask(seq_len, device=None)
     attention_functions         def attention_weights(q, k, mask=None), def scaled_dot_product_attention(q, k, v, mask=None)
-    multi_head_attention_class  class MultiHeadAttention (Wq, Wk, Wv, Wo), forward(x, causal=False)
+    multi_head_attention_class  class MultiHeadAttention (Wq, Wk, Wv, Wo), forward(x, causal=False, key_padding_mask=None)
     transformer_block_class     class TransformerBlock (attn, ln1, ln2, ffn), forward(x, causal=False)
     input_grad_norm_function    def input_grad_norm(n_layers, residual, d_model=16, seed=0)
 
@@ -420,7 +420,7 @@ class MultiHeadAttention(nn.Module):
         self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size),
                              persistent=False)
 
-    def forward(self, x, causal=False):
+    def forward(self, x, causal=False, key_padding_mask=None):
         B, T, C = x.size()
         q = self.Wq(x).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         k = self.Wk(x).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
@@ -428,7 +428,9 @@ class MultiHeadAttention(nn.Module):
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         if causal:
             att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
-        att = F.softmax(att, dim=-1)
+        if key_padding_mask is not None:
+            att = att.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        att = F.softmax(att, dim=-1).nan_to_num(0.0)
         att = self.attn_dropout(att)
         y = att @ v
         y = y.transpose(1, 2).contiguous().view(B, T, C)
@@ -474,7 +476,7 @@ class MultiHeadAttention(nn.Module):
         self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size))
         self.n_head = num_heads
 
-    def forward(self, x, causal=False):
+    def forward(self, x, causal=False, key_padding_mask=None):
         B, T, C = x.size()
         k = self.Wk(x).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         q = self.Wq(x).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
@@ -482,7 +484,9 @@ class MultiHeadAttention(nn.Module):
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         if causal:
             att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
-        att = self.attn_drop(F.softmax(att, dim=-1))
+        if key_padding_mask is not None:
+            att = att.masked_fill(key_padding_mask.view(B, 1, 1, T), float("-inf"))
+        att = self.attn_drop(torch.where(att.amax(-1, keepdim=True) == float("-inf"), 0.0, F.softmax(att, dim=-1)))
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
         return self.Wo(y)
 '''
@@ -492,12 +496,14 @@ import torch.nn.functional as F
 
 
 def attention_weights(q, k, mask=None):
-    """The Annotated Transformer's attention(): matmul, / sqrt(d_k), masked_fill(mask == 0, -1e9), softmax."""
+    """The Annotated Transformer's attention(): matmul, / sqrt(d_k), masked_fill(mask == 0, -1e9), softmax; and
+    the masked weights zeroed again, for a query that may attend no key (its -1e9 row is uniform)."""
     d_k = q.size(-1)
     scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d_k)
     if mask is not None:
         scores = scores.masked_fill(mask == 0, -1e9)
-    return scores.softmax(dim=-1)
+    p_attn = scores.softmax(dim=-1)
+    return p_attn if mask is None else p_attn.masked_fill(mask == 0, 0.0)
 
 
 def scaled_dot_product_attention(q, k, v, mask=None):
@@ -519,9 +525,12 @@ class MultiHeadAttention(nn.Module):
         self.attn = None
         self.dropout = nn.Dropout(p=0.0)
 
-    def forward(self, x, causal=False):
+    def forward(self, x, causal=False, key_padding_mask=None):
         nbatches = x.size(0)
         mask = causal_mask(x.size(1)).unsqueeze(0).unsqueeze(0) if causal else None
+        if key_padding_mask is not None:  # the Annotated Transformer's src_mask: [B, 1, S], then unsqueeze(1)
+            src_mask = (~key_padding_mask).unsqueeze(-2).unsqueeze(1)
+            mask = src_mask if mask is None else mask & src_mask
         query, key, value = [lin(t).view(nbatches, -1, self.h, self.d_k).transpose(1, 2)
                              for lin, t in zip((self.Wq, self.Wk, self.Wv), (x, x, x))]
         self.attn = self.dropout(attention_weights(query, key, mask))
@@ -621,11 +630,14 @@ import torch.nn.functional as F
 
 
 def attention_weights(q, k, mask=None):
-    """softmax as exp(s - logsumexp(s)); the mask as an additive -inf bias built with torch.where."""
+    """softmax as exp(s - logsumexp(s)); the mask as an additive -inf bias built with torch.where, except in a
+    row with no key allowed (all -inf would be exp(-inf + inf) = NaN, values and gradients), zeroed at the end."""
     scores = torch.einsum("...id,...jd->...ij", q, k) * q.shape[-1] ** -0.5
-    if mask is not None:
-        scores = scores + torch.where(mask, 0.0, float("-inf")).to(scores.dtype)
-    return torch.exp(scores - torch.logsumexp(scores, dim=-1, keepdim=True))
+    if mask is None:
+        return torch.exp(scores - torch.logsumexp(scores, dim=-1, keepdim=True))
+    sees_some = mask.any(dim=-1, keepdim=True)
+    scores = scores + torch.where(mask | ~sees_some, 0.0, float("-inf")).to(scores.dtype)
+    return torch.exp(scores - torch.logsumexp(scores, dim=-1, keepdim=True)) * sees_some
 
 
 def scaled_dot_product_attention(q, k, v, mask=None):
@@ -637,11 +649,12 @@ _softmax = nn.Softmax(dim=-1)
 
 
 def attention_weights(q, k, mask=None):
-    """nn.Softmax module, torch.baddbmm-free plain matmul, finfo.min fill (Hugging Face BERT style)."""
+    """nn.Softmax module, torch.baddbmm-free plain matmul, finfo.min fill (Hugging Face BERT style), the blocked
+    weights multiplied by 0 (a row with no key allowed is uniform after a finite fill)."""
     scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.size(-1))
     if mask is not None:
         scores = scores.masked_fill(torch.logical_not(mask), torch.finfo(scores.dtype).min)
-    return _softmax(scores)
+    return _softmax(scores) if mask is None else _softmax(scores) * mask
 
 
 def scaled_dot_product_attention(q, k, v, mask=None):
@@ -672,15 +685,18 @@ class MultiHeadAttention(nn.Module):
         new_x_shape = x.size()[:-1] + (self.num_attention_heads, self.attention_head_size)
         return x.view(new_x_shape).permute(0, 2, 1, 3)
 
-    def forward(self, x, causal=False):
+    def forward(self, x, causal=False, key_padding_mask=None):
         query = self.transpose_for_scores(F.linear(x, self.Wq.weight, self.Wq.bias))
         key = self.transpose_for_scores(F.linear(x, self.Wk.weight, self.Wk.bias))
         value = self.transpose_for_scores(F.linear(x, self.Wv.weight, self.Wv.bias))
         scores = torch.matmul(query, key.transpose(-1, -2)) / math.sqrt(self.attention_head_size)
+        allowed = torch.ones_like(scores)
         if causal:
-            allowed = causal_mask(x.size(1)).to(scores.dtype)
-            scores = scores + (1.0 - allowed) * torch.finfo(scores.dtype).min
-        probs = nn.functional.softmax(scores, dim=-1)
+            allowed = allowed * causal_mask(x.size(1)).to(scores.dtype)
+        if key_padding_mask is not None:
+            allowed = allowed * (~key_padding_mask)[:, None, None, :].to(scores.dtype)
+        scores = scores + (1.0 - allowed) * torch.finfo(scores.dtype).min
+        probs = nn.functional.softmax(scores, dim=-1) * allowed
         context = torch.matmul(probs, value).permute(0, 2, 1, 3).contiguous()
         context = context.view(context.size()[:-2] + (self.all_head_size,))
         return self.Wo(context)
@@ -700,15 +716,18 @@ class MultiHeadAttention(nn.Module):
         self.Wv = nn.Linear(d_model, d_model, bias=bias)
         self.Wo = nn.Linear(d_model, d_model, bias=bias)
 
-    def forward(self, x, causal=False):
+    def forward(self, x, causal=False, key_padding_mask=None):
         b, n, _ = x.shape
         h = self.heads
         q, k, v = (t.reshape(b, n, h, -1).permute(0, 2, 1, 3) for t in (self.Wq(x), self.Wk(x), self.Wv(x)))
         sim = torch.einsum("b h i d, b h j d -> b h i j", q, k) * self.scale
+        hidden = torch.zeros(b, 1, n, n, dtype=torch.bool, device=x.device)
         if causal:
-            future = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
-            sim = sim.masked_fill(future, -torch.finfo(sim.dtype).max)
-        attn = sim.softmax(dim=-1)
+            hidden = hidden | torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
+        if key_padding_mask is not None:
+            hidden = hidden | key_padding_mask[:, None, None, :]
+        sim = sim.masked_fill(hidden, -torch.finfo(sim.dtype).max)
+        attn = sim.softmax(dim=-1).masked_fill(hidden, 0.0)
         out = torch.einsum("b h i j, b h j d -> b h i d", attn, v)
         return self.Wo(out.permute(0, 2, 1, 3).reshape(b, n, -1))
 '''
@@ -744,11 +763,13 @@ class TransformerBlock(nn.Module):
 
 LEGITIMATE: list[tuple[str, str, str, str, str]] = [
     ("nanogpt-causal-self-attention", "multi_head_attention", "multi_head_attention_class", _NANOGPT_MHA,
-     "nanoGPT's own attention arithmetic: view/transpose, q @ k^T * 1/sqrt, masked_fill of a tril buffer, F.softmax"),
+     "nanoGPT's own attention arithmetic: view/transpose, q @ k^T * 1/sqrt, masked_fill of a tril buffer, F.softmax "
+     "(plus a key-padding masked_fill and nan_to_num)"),
     ("nanogpt-block", "transformer_block", "transformer_block_class", _NANOGPT_BLOCK,
      "nanoGPT's Block wiring (x + attn(ln_1(x))), written out by the student, with a Dropout(0)"),
     ("mingpt-causal-self-attention", "multi_head_attention", "multi_head_attention_class", _MINGPT_MHA,
-     "minGPT's attention with a persistent `bias` buffer; nn.Linear, F.softmax, Dropout are allowed"),
+     "minGPT's attention with a persistent `bias` buffer; nn.Linear, F.softmax, Dropout are allowed (plus a "
+     "key-padding masked_fill, torch.where for queries with no key)"),
     ("annotated-attention", "attention", "attention_functions", _ANNOTATED_ATTENTION,
      "the Annotated Transformer's attention(): torch.matmul, masked_fill(mask == 0, -1e9), Tensor.softmax"),
     ("annotated-multi-headed-attention", "multi_head_attention", "multi_head_attention_class", _ANNOTATED_MHA,

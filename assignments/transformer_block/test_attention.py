@@ -24,6 +24,10 @@ Which input amplifies which bug:
   * causality in float64: the Jacobian of output t w.r.t. keys/values j > t must be exactly 0 and
     perturbing them must leave output t bit-identical; a strictly-lower mask makes row 0 NaN and drops the
     diagonal (caught by the exact mask check and the "every j <= t matters" check).
+  * a key-padding mask [B, 1, 1, S] (different per batch element, padding at the front) combined with the
+    causal mask: some queries may attend no key at all.  The contract gives them weights 0 and output 0, as
+    torch 2.13's F.scaled_dot_product_attention does (its math kernel's safe softmax), and finite gradients;
+    softmax's 0/0 gives NaN, a finite fill (-1e9, finfo.min) gives uniform weights 1/S_k.
 """
 from __future__ import annotations
 
@@ -55,7 +59,7 @@ def _sdpa_reference(q, k, v, mask=None):
 
 
 def _manual_weights(q, k, mask=None, *, scale=None, dim=-1, invert=False, after=False, transpose=False,
-                    fill=float("-inf")):
+                    fill=float("-inf"), zeroed=False):
     q, k = q.double(), k.double()
     scores = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
     if transpose:
@@ -63,7 +67,7 @@ def _manual_weights(q, k, mask=None, *, scale=None, dim=-1, invert=False, after=
     if mask is not None and not after:
         scores = scores.masked_fill(mask if invert else ~mask, fill)
     p = torch.softmax(scores, dim=dim)
-    if mask is not None and after:
+    if mask is not None and (after or zeroed):  # zeroed: blocked weights set to 0 after a (wrong) fill as well
         p = p * mask
     return p
 
@@ -92,8 +96,17 @@ def _weight_mistakes(q, k, mask=None):
              "before the softmax so each row still sums to 1", _manual_weights(q, k, mask, after=True)),
             ("your output matches filling the blocked scores with 0: a score of 0 still gets the weight exp(0); "
              "fill them with -inf before the softmax", _manual_weights(q, k, mask, fill=0.0)),
+            ("your output matches filling the blocked scores with 0: a score of 0 still gets the weight exp(0); "
+             "fill them with -inf before the softmax", _manual_weights(q, k, mask, fill=0.0, zeroed=True)),
         ]
     return out
+
+
+def _fully_masked_mistakes(q, k, v, mask):
+    """What a fully-masked row comes out as with a finite fill instead of -inf and nothing else done: uniform."""
+    return [("your weights are uniform (1/S_k) for a query whose keys are all masked, as a finite fill such as "
+             "-1e9 or finfo.min gives: such a query attends to nothing, so its weights (and output) must be 0",
+             _manual_weights(q, k, mask, fill=-1e9) @ v.double())]
 
 
 def _sdpa_mistakes(q, k, v, mask=None):
@@ -119,6 +132,8 @@ def _causal_mask(student, seq_len, **kwargs):
 
 _OVERFLOW_HINT = ("exp of large scores overflows: subtract the row maximum before exponentiating (softmax is "
                   "unchanged by it), or use torch.softmax")
+_FULLY_MASKED_HINT = ("a query whose keys are all masked gives softmax(-inf, ..., -inf) = 0/0 = NaN: such a query "
+                      "attends to nothing, so set its weights to 0 (e.g. zero the masked weights after the softmax)")
 
 
 def _qkv(shape_q, shape_k, d_v, seed, dtype, std=1.0):
@@ -310,3 +325,48 @@ def test_sdpa_gradients_match_torch(student):
             flat.append(g.flatten())
     C.assert_close(torch.cat(flat), expected, what="gradients of scaled_dot_product_attention w.r.t. q, k, v",
                    inputs={"q": q, "k": k, "v": v, "mask": mask}, atol=atol)
+
+
+def test_fully_masked_rows_attend_to_nothing(student):
+    """A query that may attend no key at all gets weights 0 and output 0 (not NaN), as torch 2.13's
+    F.scaled_dot_product_attention returns, and back-propagating through it gives finite gradients equal to
+    torch's.  The mask is a key-padding mask [B, 1, 1, S] (padding at the front, different per batch element,
+    one element all padding) combined with the causal mask [S, S] (float64)."""
+    b, h, s, d = 3, 2, 5, 4
+    padding = torch.arange(s) < torch.tensor([[0], [2], [s]])  # True = padding: 0, 2 and all 5 positions
+    mask = ~padding[:, None, None, :] & C.tril_mask(s)  # rows 0-1 of element 1 and all of element 2 see nothing
+    q, k, v = _qkv((b, h, s, d), (b, h, s, d), 3, 220, F64)
+    note = "key-padding mask combined with the causal mask; some queries may attend no key"
+    inputs = C.describe_inputs({"q": q, "k": k, "mask": mask}) + f" ({note})"
+    # the contract, whatever torch's version returns there: the queries that see no key get 0
+    nothing = ~mask.any(dim=-1, keepdim=True)
+    expected, atol = C.reference_tolerance(lambda dt: _torch_weights(q.to(dt), k.to(dt), mask).masked_fill(
+        nothing, 0.0), F64)
+    weights = C.call(student, "attention_weights", q, k, mask=mask)
+    C.assert_close(weights, expected, what="attention_weights output", inputs=inputs, atol=atol, dtype=F64,
+                   mistakes=_fully_masked_mistakes(q, k, torch.eye(s, dtype=F64), mask),
+                   nonfinite_hint=_FULLY_MASKED_HINT)
+    cot = C.randn(b, h, s, 3, seed=225, dtype=F64)
+    out, grads = C.vjp(student, "scaled_dot_product_attention", [q, k, v], {"mask": mask}, [cot])
+    expected, atol = C.reference_tolerance(lambda dt: _sdpa_reference(q, k, v, mask)(dt).masked_fill(nothing, 0.0),
+                                           F64)
+    inputs = C.describe_inputs({"q": q, "k": k, "v": v, "mask": mask}) + f" ({note})"
+    C.assert_close(out, expected, what="scaled_dot_product_attention output", inputs=inputs, atol=atol, dtype=F64,
+                   mistakes=_fully_masked_mistakes(q, k, v, mask), nonfinite_hint=_FULLY_MASKED_HINT)
+
+    def reference(dt):
+        leaves = [t.to(dt).requires_grad_() for t in (q, k, v)]
+        out = F.scaled_dot_product_attention(*leaves, attn_mask=mask)
+        return torch.cat([g.flatten() for g in torch.autograd.grad((out * cot.to(dt)).sum(), leaves)])
+
+    if not isinstance(grads, list) or len(grads) != 1 or any(g is None for g in grads[0]):
+        C.fail("gradients of scaled_dot_product_attention with fully-masked queries: could not back-propagate "
+               "to q, k and v through your code")
+    for name, g, ref in zip(("q", "k", "v"), grads[0], (q, k, v)):
+        C.expect_tensor(g, what=f"gradient of scaled_dot_product_attention with respect to {name}", shape=ref.shape)
+    expected, atol = C.reference_tolerance(reference, F64)
+    C.assert_close(torch.cat([g.flatten() for g in grads[0]]), expected, atol=atol,
+                   what="gradients of scaled_dot_product_attention w.r.t. q, k, v (some queries fully masked)",
+                   inputs=inputs, nonfinite_hint="NaN gradients poison every weight they reach in training: "
+                   "produce the zero weights of a fully-masked query without a NaN on the way (e.g. keep "
+                   "torch.softmax and zero the masked weights afterwards)")

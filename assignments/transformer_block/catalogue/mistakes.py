@@ -19,12 +19,18 @@ _LN_VAR = "var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased, as torc
 _LN_OUT = "return (x - mean) / torch.sqrt(var + eps) * weight + bias"
 _SCORES = "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])"
 _FILL = 'scores = scores.masked_fill(~mask, float("-inf"))'
-_SOFTMAX = "return torch.softmax(scores, dim=-1)"
+_SOFTMAX = "weights = torch.softmax(scores, dim=-1)"
+_NOTHING_ZERO = "return weights if mask is None else weights.masked_fill(~mask, 0.0)"
 _TRIL = "return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()"
 _SPLIT = "return x.view(batch, seq_len, self.num_heads, self.d_head).transpose(1, 2)"
 _MERGE = "return self.Wo(heads.transpose(1, 2).reshape(batch, seq_len, d_model))"
 _SDPA_CALL = "heads = scaled_dot_product_attention(q, k, v, mask)"
 _MASK_LINE = "mask = causal_mask(seq_len, device=x.device) if causal else None"
+_KEYS_KEPT = "keys_kept = ~key_padding_mask[:, None, None, :]"
+_COMBINE = "mask = keys_kept if mask is None else mask & keys_kept"
+_PADDING = ("if key_padding_mask is not None:\n"
+            "            # [B, S], True = padding  ->  [B, 1, 1, S], True = may attend: the same for every head and query\n"
+            f"            {_KEYS_KEPT}\n            {_COMBINE}")
 _PRE_ATTN = "x = x + self.attn(self.ln1(x), causal=causal)"
 _PRE_FFN = "return x + self.ffn(self.ln2(x))"
 _POST_ATTN = "x = self.ln1(x + self.attn(x, causal=causal))"
@@ -43,7 +49,7 @@ _FORWARDS = ("return layer_norm(x, self.weight, self.bias, self.eps)",
              "batch, seq_len, _ = x.shape\n        " + _SPLIT,
              "\n        ".join(("batch, seq_len, d_model = x.shape",
                                 "q, k, v = self.split_heads(self.Wq(x)), self.split_heads(self.Wk(x)), "
-                                "self.split_heads(self.Wv(x))", _MASK_LINE, _SDPA_CALL, _MERGE)),
+                                "self.split_heads(self.Wv(x))", _MASK_LINE, _PADDING, _SDPA_CALL, _MERGE)),
              "if self.norm_first:\n            " + _PRE_ATTN + "\n            " + _PRE_FFN + "\n        "
              + _POST_ATTN + "\n        " + _POST_FFN)
 _FUNCTION_CELLS = ("layer_norm_function", "causal_mask_function", "attention_functions", "input_grad_norm_function",
@@ -126,7 +132,7 @@ MISTAKES: list[Entry] = [
     Entry("att-scale-by-d_k", "scores / d_k", ATT,
           (M(_SCORES, "scores = q @ k.transpose(-2, -1) / q.shape[-1]"),), hint="1 / d_k"),
     Entry("att-softmax-over-queries", "softmax over dim=-2", ATT,
-          (M(_SOFTMAX, "return torch.softmax(scores, dim=-2)"),), hint="over dimension -2"),
+          (M(_SOFTMAX, "weights = torch.softmax(scores, dim=-2)"),), hint="over dimension -2"),
     Entry("att-transposes-q-not-k", "k @ q^T instead of q @ k^T", ATT,
           (M(_SCORES, "scores = k @ q.transpose(-2, -1) / math.sqrt(q.shape[-1])"),), hint="transposed scores"),
     Entry("att-inverted-mask-convention", "True = blocked, consistently in causal_mask and attention_weights", ATT,
@@ -140,17 +146,25 @@ MISTAKES: list[Entry] = [
           (M(_TRIL, "return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu()"),),
           hint="transposed"),
     Entry("att-naive-softmax", "exp(scores) / sum without subtracting the row maximum: overflows", ATT,
-          (M(_SOFTMAX, "e = torch.exp(scores)\n    return e / e.sum(dim=-1, keepdim=True)"),),
+          (M(_SOFTMAX, "e = torch.exp(scores)\n    weights = e / e.sum(dim=-1, keepdim=True)"),),
           hint="subtract the row maximum"),
     Entry("att-mask-after-softmax", "softmax first, then zero the blocked weights", ATT,
-          (M(_FILL, "pass"), M(_SOFTMAX, "weights = torch.softmax(scores, dim=-1)\n"
-                                        "    return weights if mask is None else weights * mask")),
-          hint="after the softmax"),
+          (M(_FILL, "pass"),), hint="after the softmax"),
     Entry("att-mask-fills-zero", "blocked scores set to 0 instead of -inf", ATT,
           (M(_FILL, "scores = scores.masked_fill(~mask, 0.0)"),), hint="filling the blocked scores with 0"),
     Entry("att-sdpa-drops-mask", "scaled_dot_product_attention does not pass the mask on", ATT,
           (M("return attention_weights(q, k, mask) @ v", "return attention_weights(q, k) @ v"),),
           hint="ignoring the mask"),
+    Entry("att-fully-masked-nan", "a query whose keys are all masked left as softmax's 0/0 = NaN", ATT,
+          (M(_NOTHING_ZERO, "return weights"),), hint="0/0 = NaN"),
+    Entry("att-fill-minus-1e9", "the Annotated Transformer's masked_fill(mask == 0, -1e9) and nothing more: a "
+          "query whose keys are all masked gets uniform weights instead of 0", ATT,
+          (M(_FILL, "scores = scores.masked_fill(mask == 0, -1e9)"), M(_NOTHING_ZERO, "return weights")),
+          hint="uniform (1/S_k)"),
+    Entry("att-additive-mask-nan-gradients", "an additive -inf mask and nan_to_num after the softmax: the weights "
+          "are right, but back-propagating a fully-masked row gives NaN gradients", ATT,
+          (M(_FILL, "scores = scores + torch.zeros_like(scores).masked_fill(~mask, float(\"-inf\"))"),
+           M(_NOTHING_ZERO, "return weights.nan_to_num(0.0)")), hint="NaN gradients"),
     Entry("att-float-mask", "causal_mask returns a float 0/1 mask (the student's attention accepts it; "
           "never numerically wrong)", ATT,
           (M(_TRIL, "return torch.ones(seq_len, seq_len, device=device).tril()"),
@@ -180,6 +194,14 @@ MISTAKES: list[Entry] = [
           (M(_FORWARDS[2], "return self.Wo(x)"),), hint="structure and form alone earn no points"),
     Entry("mha-ignores-causal", "causal flag ignored: never masks", MHA,
           (M(_MASK_LINE, "mask = None"),), hint="WITHOUT the causal mask"),
+    Entry("mha-padding-on-queries", "key_padding_mask put on the query axis, [B, 1, S, 1]: it hides padded queries, "
+          "not padded keys", MHA,
+          (M(_KEYS_KEPT, "keys_kept = ~key_padding_mask[:, None, :, None]"),), hint="masking padded QUERIES"),
+    Entry("mha-padding-inverted", "key_padding_mask used as a may-attend mask (True taken as keep)", MHA,
+          (M(_KEYS_KEPT, "keys_kept = key_padding_mask[:, None, None, :]"),), hint="inverted padding mask"),
+    Entry("mha-padding-dropped-when-causal", "with causal=True only the causal mask is applied: the padding mask is "
+          "built but never combined with it", MHA,
+          (M(_COMBINE, "mask = keys_kept if mask is None else mask"),), hint="the causal mask alone"),
     Entry("mha-assertion-error", "assert instead of raising ValueError for indivisible heads", MHA,
           (M("if d_model % num_heads != 0:\n"
              '            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")',

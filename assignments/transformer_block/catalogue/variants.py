@@ -1,7 +1,8 @@
 """Correct-but-different submissions: each must get full marks.  Mostly whole solution cells written another
 legitimate way (see the package docstring for the format); the contract they respect is the one in the
 suites' and the notebook's docstrings (names, signatures, parameters Wq/Wk/Wv/Wo, ln1/ln2, ffn.0/ffn.2 with
-any buffers besides, bool masks with True = may attend, a Python float from input_grad_norm)."""
+any buffers besides, bool masks with True = may attend, weights 0 for a query that may attend no key,
+key_padding_mask with True = padding, a Python float from input_grad_norm)."""
 from __future__ import annotations
 
 from autograder.authoring.catalogue import Entry, M, Mutation
@@ -78,23 +79,38 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 '''
 
 
+# Each zeroes the weights of a query that may attend no key its own way, with finite gradients: a finite fill
+# (uniform row) times the mask, torch.where, no -inf added to such a row, a clamped maximum and sum, a row-level
+# any(), nan_to_num of softmax's 0/0 (safe after masked_fill, whose backward drops the NaN gradient; not after an
+# additive -inf mask, see the mistake att-additive-mask-nan-gradients).
 ATT_EINSUM = _attention('scores = torch.einsum("...qd,...kd->...qk", q, k) / math.sqrt(q.shape[-1])',
                         "scores = scores.masked_fill(~mask, -1e9)",
+                        softmax="weights = torch.softmax(scores, dim=-1)\n"
+                                "    return weights if mask is None else weights * mask",
                         sdpa='return torch.einsum("...qk,...kd->...qd", attention_weights(q, k, mask), v)')
 ATT_WHERE_FINFO = _attention("scores = torch.matmul(q, k.transpose(-1, -2)) * q.shape[-1] ** -0.5",
                              "scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)",
-                             softmax="return F.softmax(scores, dim=-1)", sdpa="return torch.matmul("
-                             "attention_weights(q, k, mask), v)")
+                             softmax="weights = F.softmax(scores, dim=-1)\n"
+                                     "    return weights if mask is None else torch.where(mask, weights, 0.0)",
+                             sdpa="return torch.matmul(attention_weights(q, k, mask), v)")
 ATT_ADDITIVE = _attention("scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-1, -2)",
-                          "scores = scores + torch.zeros(mask.shape, dtype=scores.dtype).masked_fill("
-                          "~mask, float('-inf'))")
+                          "sees_some = mask.any(dim=-1, keepdim=True)\n"
+                          "        scores = scores + torch.zeros(mask.shape, dtype=scores.dtype).masked_fill("
+                          "~mask & sees_some, float('-inf'))",
+                          softmax="weights = torch.softmax(scores, dim=-1)\n"
+                                  "    return weights if mask is None else weights * sees_some")
 ATT_STABLE_SOFTMAX = _attention("scores = q @ k.mT / math.sqrt(q.size(-1))",
                                 "scores = scores.masked_fill(mask.logical_not(), float('-inf'))",
-                                softmax="shifted = torch.exp(scores - scores.amax(dim=-1, keepdim=True))\n"
-                                        "    return shifted / shifted.sum(dim=-1, keepdim=True)")
+                                softmax="finfo = torch.finfo(scores.dtype)\n"
+                                        "    top = scores.amax(dim=-1, keepdim=True).clamp_min(finfo.min)\n"
+                                        "    shifted = torch.exp(scores - top)\n"
+                                        "    return shifted / shifted.sum(dim=-1, keepdim=True).clamp_min(finfo.tiny)")
 ATT_FLOAT64 = _attention("scores = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.shape[-1])",
                          "scores = scores.masked_fill(~mask, float('-inf'))",
-                         softmax="return torch.softmax(scores, dim=-1).to(q.dtype)")
+                         softmax="weights = torch.softmax(scores, dim=-1)\n"
+                                 "    if mask is not None:\n"
+                                 "        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)\n"
+                                 "    return weights.to(q.dtype)")
 
 ATT_BADDBMM = '''
 def attention_weights(q, k, mask=None):
@@ -107,7 +123,7 @@ def attention_weights(q, k, mask=None):
     scores = torch.baddbmm(empty, q3, k3.transpose(1, 2), beta=0.0, alpha=1 / math.sqrt(d)).reshape(*lead, s_q, s_k)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    return scores.softmax(dim=-1)
+    return torch.nan_to_num(scores.softmax(dim=-1), nan=0.0)
 
 
 def scaled_dot_product_attention(q, k, v, mask=None):
@@ -137,10 +153,15 @@ class MultiHeadAttention(nn.Module):
         b, s, _ = x.shape
         return F.linear(x, weight, bias).reshape(b, s, 3, self.num_heads, self.d_head).permute(2, 0, 3, 1, 4)
 
-    def forward(self, x, causal=False):
+    def forward(self, x, causal=False, key_padding_mask=None):
         b, s, d = x.shape
         q, k, v = self.qkv(x).unbind(0)
-        heads = scaled_dot_product_attention(q, k, v, causal_mask(s) if causal else None)
+        allowed = torch.ones(b, 1, s, s, dtype=torch.bool)
+        if causal:
+            allowed = allowed & causal_mask(s)
+        if key_padding_mask is not None:
+            allowed = allowed & ~key_padding_mask.view(b, 1, 1, s)
+        heads = scaled_dot_product_attention(q, k, v, allowed)
         return self.Wo(heads.permute(0, 2, 1, 3).reshape(b, s, d))
 '''
 
@@ -162,9 +183,12 @@ class MultiHeadAttention(nn.Module):
     def head(self, t, h):
         return t[..., h * self.d_head:(h + 1) * self.d_head]
 
-    def forward(self, x, causal=False):
+    def forward(self, x, causal=False, key_padding_mask=None):
         q, k, v = self.Wq(x), self.Wk(x), self.Wv(x)
         mask = causal_mask(x.shape[1]) if causal else None
+        if key_padding_mask is not None:
+            keep = ~key_padding_mask.unsqueeze(1)  # [B, 1, S]: one row of keys for every query of a head
+            mask = keep if mask is None else torch.logical_and(mask, keep)
         outs = [scaled_dot_product_attention(self.head(q, h), self.head(k, h), self.head(v, h), mask)
                 for h in range(self.num_heads)]
         return self.Wo(torch.cat(outs, dim=-1))
@@ -188,13 +212,17 @@ class MultiHeadAttention(nn.Module):
     def merge_heads(self, t):
         return t.transpose(1, 2).flatten(2)
 
-    def forward(self, x, causal=False):
+    def forward(self, x, causal=False, key_padding_mask=None):
         q, k, v = map(self.split_heads, (self.Wq(x), self.Wk(x), self.Wv(x)))
         scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
         if causal:
             seq = x.shape[1]
             scores = scores.masked_fill(torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1), float("-inf"))
-        return self.Wo(self.merge_heads(scores.softmax(-1) @ v))
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        attn = scores.softmax(-1)
+        attn = torch.where(torch.isnan(attn), torch.zeros_like(attn), attn)  # no key to attend to: weights 0
+        return self.Wo(self.merge_heads(attn @ v))
 '''
 
 BLOCK_TORCH_STYLE = '''
@@ -262,9 +290,9 @@ class MultiHeadAttention(_base_mha, _Noisy):
         torch.manual_seed(99)
         super().__init__(*args, **kwargs)
 
-    def forward(self, x, causal=False):
+    def forward(self, x, causal=False, key_padding_mask=None):
         self.poke()
-        return super().forward(x, causal=causal)
+        return super().forward(x, causal=causal, key_padding_mask=key_padding_mask)
 
 
 class TransformerBlock(_base_block, _Noisy):
@@ -325,13 +353,23 @@ print(demo(torch.randn(2, 5, 16), causal=True).shape)
 # the originals (the suites use at most 12), and sliced to seq_len in forward.
 _MHA_INIT = "def __init__(self, d_model: int, num_heads: int, bias: bool = True) -> None:"
 _WO = "self.Wo = nn.Linear(d_model, d_model, bias=bias)"
-_MASK_AND_SDPA = ("mask = causal_mask(seq_len, device=x.device) if causal else None\n"
+_MASK_LINE = "mask = causal_mask(seq_len, device=x.device) if causal else None"
+_MASK_AND_SDPA = (f"{_MASK_LINE}\n"
+                  "        if key_padding_mask is not None:\n"
+                  "            # [B, S], True = padding  ->  [B, 1, 1, S], True = may attend: the same for every head and "
+                  "query\n"
+                  "            keys_kept = ~key_padding_mask[:, None, None, :]\n"
+                  "            mask = keys_kept if mask is None else mask & keys_kept\n"
                   "        heads = scaled_dot_product_attention(q, k, v, mask)")
+# their own softmax, like the originals; padding as they would add it, a query with no key to attend to zeroed
+_OWN_PADDING = ("        if key_padding_mask is not None:\n"
+                '            {scores} = {scores}.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))\n')
 
 
-def _buffered_mask(size_arg: str, register: str, attend: str) -> tuple[Mutation, ...]:
+def _buffered_mask(size_arg: str, register: str, attend: str, replaced: str = _MASK_AND_SDPA
+                   ) -> tuple[Mutation, ...]:
     return (M(_MHA_INIT, _MHA_INIT.replace(") -> None:", f", {size_arg}: int = 1024) -> None:")),
-            M(_WO, f"{_WO}\n        {register}"), M(_MASK_AND_SDPA, attend))
+            M(_WO, f"{_WO}\n        {register}"), M(replaced, attend))
 
 
 MINGPT_BIAS_BUFFER = _buffered_mask(  # minGPT's CausalSelfAttention
@@ -340,18 +378,20 @@ MINGPT_BIAS_BUFFER = _buffered_mask(  # minGPT's CausalSelfAttention
     "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))\n"
     "        if causal:\n"
     '            att = att.masked_fill(self.bias[:, :, :seq_len, :seq_len] == 0, float("-inf"))\n'
-    "        heads = torch.softmax(att, dim=-1) @ v")
+    + _OWN_PADDING.format(scores="att") +
+    "        heads = torch.softmax(att, dim=-1).nan_to_num(0.0) @ v")
 LLMS_FROM_SCRATCH_MASK_BUFFER = _buffered_mask(  # "Build a Large Language Model (From Scratch)", chapter 3
     "context_length", 'self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), '
                       'diagonal=1))',
     "attn_scores = q @ k.transpose(2, 3)\n"
     "        if causal:\n"
     "            attn_scores.masked_fill_(self.mask.bool()[:seq_len, :seq_len], -torch.inf)\n"
-    "        heads = torch.softmax(attn_scores / k.shape[-1] ** 0.5, dim=-1) @ v")
+    + _OWN_PADDING.format(scores="attn_scores") +
+    "        weights = torch.softmax(attn_scores / k.shape[-1] ** 0.5, dim=-1)\n"
+    "        heads = torch.where(weights.isnan(), 0.0, weights) @ v")
 NON_PERSISTENT_MASK_BUFFER = _buffered_mask(
     "max_len", 'self.register_buffer("allowed", causal_mask(max_len), persistent=False)',
-    "mask = self.allowed[:seq_len, :seq_len] if causal else None\n"
-    "        heads = scaled_dot_product_attention(q, k, v, mask)")
+    "mask = self.allowed[:seq_len, :seq_len] if causal else None", replaced=_MASK_LINE)
 
 BATCH_VAR_RSQRT = '''
 def batch_normalise(x, eps=1e-5):
