@@ -193,3 +193,17 @@ def test_no_entry_that_is_not_a_regular_file_steers_or_stops_the_batch(tmp_path)
         rows = (out / "grades.csv").read_text().splitlines()
         assert len(rows) == 1 + len(expected) + 1 + (name == "flat")
         print(f"{name}: {len(rows) - 1} entries graded in {seconds:.1f} s")
+
+
+def test_grade_all_says_what_grades_csv_leaves_to_the_instructor(tmp_path):
+    """grades.csv holds the autograded points; the written answers, graded by hand, are named at the end."""
+    from autograder.batch import finish
+    from autograder.judging.rubric import load_rubric
+
+    rubric, said = load_rubric("transformer_block"), []
+    finish(tmp_path, [], rubric, said.append)
+    assert (tmp_path / "grades.csv").read_text().startswith("student,score,max_score,layer_norm,")
+    assert said == ["grades.csv holds the autograded points only (max 100): each notebook's 5 written answers "
+                    "(10 points: layer_norm_answer, attention_answer, multi_head_attention_answer, "
+                    "transformer_block_answer, gradient_experiment_answer) are graded by hand, e.g. in nbgrader's "
+                    "formgrader"]
