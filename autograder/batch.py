@@ -414,15 +414,15 @@ def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs:
 
 
 def finish(out_dir: Path, entries: list[Entry], rubric: Rubric, log: Callable[[str], None] = stderr_log) -> None:
-    """The end of a completed run: grades.csv, then changes.csv and its summary line (autograder.regrades), then
-    what grades.csv leaves to the instructor (the written answers, graded by hand), if anything."""
+    """The end of a completed run: grades.csv and what it leaves to the instructor (the written answers, graded
+    by hand), if anything; then changes.csv and its summary line (autograder.regrades), the run's last word."""
     write_grades_csv(out_dir, entries, rubric)
+    if rubric.graded_by_hand:
+        log(by_hand_line(rubric))
     line = regrades.report(out_dir, [(e.student, result_path(out_dir, e.student)) for e in entries],
                            suite_names(rubric))
     if line:
         log(line)
-    if rubric.graded_by_hand:
-        log(by_hand_line(rubric))
 
 
 def by_hand_line(rubric: Rubric) -> str:

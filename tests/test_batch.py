@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from autograder.batch import STALE_ASSIGNMENT
+from autograder.batch import STALE_ASSIGNMENT, by_hand_line
+from autograder.judging.rubric import load_rubric
 from autograder.authoring.samples import student_notebook, write_notebook
 from conftest import UNBIASED_VARIANCE
 from conftest import REPO, run_cli
@@ -80,8 +81,11 @@ def test_a_result_is_kept_only_for_the_same_file_graded_against_the_same_assignm
     folder, out = unreadable_class(tmp_path / "class"), tmp_path / "out"
     first = run_cli("grade-all", folder, "-o", out)
     assert first.returncode == 0, first.stderr
-    # no terminal: one plain line per submission, no progress bar drawn into the log
-    assert [line.split(": ")[0] for line in first.stderr.splitlines()] == ["a", "b"], first.stderr
+    # no terminal: one plain line per submission, no progress bar drawn into the log; then the written answers
+    # that grades.csv leaves to the instructor
+    *graded, by_hand = first.stderr.splitlines()
+    assert [line.split(": ")[0] for line in graded] == ["a", "b"], first.stderr
+    assert by_hand == by_hand_line(load_rubric("transformer_block")), first.stderr
 
     tampered = json.loads((out / "b.json").read_text())
     tampered["extra_data"]["assignment_fingerprint"] = "0" * 64
