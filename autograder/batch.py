@@ -417,12 +417,23 @@ def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs:
 
 
 def finish(out_dir: Path, entries: list[Entry], rubric: Rubric, log: Callable[[str], None] = stderr_log) -> None:
-    """The end of a completed run: grades.csv, then changes.csv and its summary line (autograder.regrades)."""
+    """The end of a completed run: grades.csv and what it leaves to the instructor (the written answers, graded
+    by hand), if anything; then changes.csv and its summary line (autograder.regrades), the run's last word."""
     write_grades_csv(out_dir, entries, rubric)
+    if rubric.graded_by_hand:
+        log(by_hand_line(rubric))
     line = regrades.report(out_dir, [(e.student, result_path(out_dir, e.student)) for e in entries],
                            suite_names(rubric))
     if line:
         log(line)
+
+
+def by_hand_line(rubric: Rubric) -> str:
+    """grade-all's last word on the cells it does not grade: which, and where they are graded."""
+    count = len(rubric.graded_by_hand)
+    return (f"grades.csv holds the autograded points only (max {rubric.max_score:g}): each notebook's {count} "
+            f"written answer{'s' if count != 1 else ''} ({rubric.points_by_hand:g} points: "
+            f"{', '.join(rubric.graded_by_hand)}) are graded by hand, e.g. in nbgrader's formgrader")
 
 
 def grades_rows(out_dir: Path, entries: list[Entry], rubric: Rubric) -> Iterator[list[str]]:

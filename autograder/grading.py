@@ -101,7 +101,8 @@ def _grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool, with
     _freeze_imports()
     started = time.monotonic()
     torch.set_num_threads(1)  # references computed the same way whatever the machine
-    result = GradeResult(display_name(path.name), "", rubric.assignment, [], rubric.max_score)
+    result = GradeResult(display_name(path.name), "", rubric.assignment, [], rubric.max_score,
+                         graded_by_hand=dict(rubric.graded_by_hand))
     try:
         if refused:
             raise UnreadableSubmission(refused)

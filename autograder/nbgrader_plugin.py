@@ -337,7 +337,7 @@ def explain_not_run(nb: NotebookNode) -> None:
 
 def refused_result(rubric: Rubric, name: str, reason: str) -> GradeResult:
     """The grade of a submission that cannot be read: every check fails with the reason, as grading does."""
-    result = GradeResult(name, "", rubric.assignment, [], rubric.max_score)
+    result = GradeResult(name, "", rubric.assignment, [], rubric.max_score, graded_by_hand=dict(rubric.graded_by_hand))
     result.unreadable = reason
     result.parts = score(rubric, run_suite(rubric.suite_files(), Unjudgeable(reason), rubric.part_names))
     return result

@@ -34,6 +34,8 @@ class GradeResult:
     printed: str = ""
     resembles: list[Resemblance] = field(default_factory=list)  # torch's own code the source holds, for review
     seconds: float = 0.0
+    # grade_id -> points of the cells left to the instructor (Rubric.graded_by_hand): in neither score nor maximum
+    graded_by_hand: dict[str, float] = field(default_factory=dict)
 
     @property
     def score(self) -> float:

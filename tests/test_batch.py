@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from autograder.batch import STALE_ASSIGNMENT
+from autograder.batch import STALE_ASSIGNMENT, by_hand_line
+from autograder.judging.rubric import load_rubric
 from autograder.authoring.samples import student_notebook, write_notebook
 from conftest import UNBIASED_VARIANCE
 from conftest import REPO, run_cli
@@ -80,8 +81,11 @@ def test_a_result_is_kept_only_for_the_same_file_graded_against_the_same_assignm
     folder, out = unreadable_class(tmp_path / "class"), tmp_path / "out"
     first = run_cli("grade-all", folder, "-o", out)
     assert first.returncode == 0, first.stderr
-    # no terminal: one plain line per submission, no progress bar drawn into the log
-    assert [line.split(": ")[0] for line in first.stderr.splitlines()] == ["a", "b"], first.stderr
+    # no terminal: one plain line per submission, no progress bar drawn into the log; then the written answers
+    # that grades.csv leaves to the instructor
+    *graded, by_hand = first.stderr.splitlines()
+    assert [line.split(": ")[0] for line in graded] == ["a", "b"], first.stderr
+    assert by_hand == by_hand_line(load_rubric("transformer_block")), first.stderr
 
     tampered = json.loads((out / "b.json").read_text())
     tampered["extra_data"]["assignment_fingerprint"] = "0" * 64
@@ -193,3 +197,17 @@ def test_no_entry_that_is_not_a_regular_file_steers_or_stops_the_batch(tmp_path)
         rows = (out / "grades.csv").read_text().splitlines()
         assert len(rows) == 1 + len(expected) + 1 + (name == "flat")
         print(f"{name}: {len(rows) - 1} entries graded in {seconds:.1f} s")
+
+
+def test_grade_all_says_what_grades_csv_leaves_to_the_instructor(tmp_path):
+    """grades.csv holds the autograded points; the written answers, graded by hand, are named at the end."""
+    from autograder.batch import finish
+    from autograder.judging.rubric import load_rubric
+
+    rubric, said = load_rubric("transformer_block"), []
+    finish(tmp_path, [], rubric, said.append)
+    assert (tmp_path / "grades.csv").read_text().startswith("student,score,max_score,layer_norm,")
+    assert said == ["grades.csv holds the autograded points only (max 100): each notebook's 5 written answers "
+                    "(10 points: layer_norm_answer, attention_answer, multi_head_attention_answer, "
+                    "transformer_block_answer, gradient_experiment_answer) are graded by hand, e.g. in nbgrader's "
+                    "formgrader"]

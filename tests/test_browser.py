@@ -455,6 +455,35 @@ def test_the_solved_notebook_passes_every_visible_check_and_draws_both_plots(sol
     screenshots(run, tmp_path, list(PLOTS))
 
 
+HINTS = "layer_norm_hints"  # a hints cell: staged hints in <details> blocks, which JupyterLab renders folded
+DETAILS_OPEN_JS = "blocks => blocks.map(block => block.open)"
+
+
+def test_a_hint_is_folded_until_its_summary_is_clicked(solved_run, tmp_path):
+    run = solved_run
+    cell = run.locator(HINTS)
+    cell.scroll_into_view_if_needed()
+    hints = cell.locator(".jp-RenderedMarkdown details")
+    hints.first.wait_for(state="attached", timeout=30_000)
+    staged = len(re.findall("<details>", next(source_text(c) for c in json.loads(
+        Assignment(ASSIGNMENT).release_notebook.read_text(encoding="utf-8"))["cells"]
+        if nbgrader_meta(c).get("grade_id") == HINTS)))
+    assert staged >= 2 and hints.count() == staged
+    assert hints.evaluate_all(DETAILS_OPEN_JS) == [False] * staged
+    first = hints.first
+    text = first.locator(":scope > :not(summary)").first  # the hint itself, drawn only when unfolded
+    assert first.locator("summary").is_visible() and not text.is_visible()
+    first.locator("summary").click()
+    run.page.wait_for_function("d => d.open", arg=first.element_handle(), timeout=10_000)
+    assert hints.evaluate_all(DETAILS_OPEN_JS) == [True] + [False] * (staged - 1), "one hint at a time"
+    assert text.is_visible() and text.inner_text().strip()
+    shot = tmp_path / "hint-opened.png"
+    cell.screenshot(path=shot)
+    print(f"screenshot: {shot}")
+    first.locator("summary").click()  # folded again, as the other tests of the page expect nothing open
+    run.page.wait_for_function("d => !d.open", arg=first.element_handle(), timeout=10_000)
+
+
 def test_the_one_bug_notebook_fails_its_part_with_the_message_and_the_other_parts_pass(one_bug_run, tmp_path):
     run = one_bug_run
     catalogue = load(ASSIGNMENT)

@@ -94,6 +94,14 @@ def test_one_bug_loses_points_in_its_own_part_only(part, class_graded):
     assert failed and all(t["output"] for t in failed)  # every failure says what went wrong
 
 
+def test_grade_reports_the_autograded_total_and_names_the_written_answers_left_to_grade_by_hand(reference_graded):
+    results, _, done = reference_graded
+    assert (results["score"], results["max_score"]) == (100, 100)
+    assert set(results["extra_data"]["graded_by_hand"]) == {f"{part}_answer" for part in full_marks(results)}
+    notice = "Graded by hand: 5 written answers (10 points), not included in this score"
+    assert notice in results["output"] and notice in done.stdout
+
+
 def test_results_follow_the_gradescope_format(reference_graded):
     results, _, done = reference_graded
     assert set(results) >= {"score", "max_score", "tests", "output", "visibility"}

@@ -550,3 +550,12 @@ def test_the_class_index_lists_the_known_mistakes_most_students_made():
     assert ("Layer normalisation", HINT, "2") in rows
     assert ("Layer normalisation", "&lt;script&gt;x&lt;/script&gt; as a hint", "1") in rows and "<script>" not in page
     assert "never shown" not in page
+
+
+def test_the_page_names_the_written_answers_the_score_leaves_to_the_instructor():
+    fresh = result_with({})
+    assert "Graded by hand" not in html.student_page(fresh)
+    fresh.graded_by_hand = dict(RUBRIC.graded_by_hand)
+    page = html.student_page(fresh)
+    assert "Graded by hand: 5 written answers (10 points), not included in this score" in page
+    assert page == html.student_page(from_gradescope(stored(fresh), RUBRIC))

@@ -90,6 +90,37 @@ def test_gradebook_holds_exactly_the_cli_scores(graded_course, cli_results):
     assert nbgrader_scores["dave"] == nbgrader_scores["bob"] == pytest.approx(cli_scores["dave"], abs=1e-3)
 
 
+def test_the_gradebook_leaves_the_written_answers_for_manual_grading_beside_the_autograded_100(graded_course):
+    """nbgrader's own rule for cells graded by hand, through the kit's plugin: an answer the student wrote needs
+    a manual grade (no score until the instructor gives one), an answer left as released scores 0 by itself;
+    the autograded cells score exactly what the kit gave, and the written points are nbgrader's only."""
+    from nbgrader.api import Gradebook
+
+    from autograder.authoring.demo import COURSE_ID
+
+    course, _, _ = graded_course
+    by_hand, parts = load_rubric(ASSIGNMENT).graded_by_hand, {p.name: p.points for p in load_rubric(ASSIGNMENT).parts}
+    assert len(by_hand) == 5 and not set(by_hand) & set(parts)
+    with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", COURSE_ID) as gradebook:
+        assert gradebook.find_assignment(ASSIGNMENT).max_score == sum(parts.values()) + sum(by_hand.values()) == 110
+        for student, autograded_score, answered in (("alice", 100, True), ("carol", 0, False)):
+            notebook = gradebook.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student)
+            grades = {grade.name: grade for grade in notebook.grades}
+            assert set(grades) == set(parts) | set(by_hand), student
+            assert sum(grades[name].score for name in parts) == pytest.approx(autograded_score), student
+            assert not any(grades[name].needs_manual_grade for name in parts), student
+            assert notebook.score == pytest.approx(autograded_score) and notebook.needs_manual_grade is answered
+            for name in by_hand:
+                grade = grades[name]
+                assert grade.max_score == by_hand[name] and grade.manual_score is None, (student, name)
+                # written: nbgrader's "needs manual grade"; left as released: 0 without anyone reading it
+                assert (grade.needs_manual_grade, grade.auto_score) == ((True, None) if answered else (False, 0))
+    alice = autograded(course, "alice")
+    written = {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]) for c in alice["cells"]
+               if c["metadata"].get("nbgrader", {}).get("grade_id") in by_hand}
+    assert written == Assignment(ASSIGNMENT).written_answers()  # the student's answers, kept for the grader
+
+
 def check_cell_outputs(course_root: Path, student: str) -> dict[str, list]:
     notebook = json.loads((course_root / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
     return {c["metadata"]["nbgrader"]["grade_id"]: c["outputs"] for c in notebook["cells"]
@@ -269,8 +300,9 @@ def test_every_odd_notebook_nbgrader_reads_is_reused_and_the_rest_are_refused_wi
         assert f"{student} reused: " in log, (student, log[-3000:])
     assert f"odd-broken not graded: {NOT_JSON}" in log and f"odd-broken not graded: {NOT_JSON}" in course.autograde_log
     assert "Traceback" not in log + course.autograde_log
-    assert ("odd-pasted: cell 5 is the student's own, not the release's (it is a copy of cell layer_norm_function"
-            in course.autograde_log)
+    copy = _at(student_notebook(ASSIGNMENT), "layer_norm_function") + 1  # the earlier of the two, numbered from 1
+    assert (f"odd-pasted: cell {copy} is the student's own, not the release's (it is a copy of cell "
+            "layer_norm_function" in course.autograde_log)
 
 
 def test_a_link_or_a_fifo_where_a_notebook_should_be_scores_0_with_its_reason_as_in_grade_all(graded_course,
@@ -302,7 +334,8 @@ def test_nbgrader_keeps_the_last_copy_restores_locked_cells_and_adds_deleted_tes
     deleted, bob = autograded(course, "odd-deleted"), autograded(course, "bob")
     added = deleted["cells"][_at(deleted, "layer_norm")]
     assert "".join(added["source"]).startswith("# This cell (id:layer_norm) was missing from the submission.")
-    assert _at(deleted, "layer_norm") == _at(deleted, "layer_norm_module") + 1
+    before = _grade_id(release["cells"][_at(release, "layer_norm") - 1])  # where the release has it
+    assert _at(deleted, "layer_norm") == _at(deleted, before) + 1
     assert added["outputs"][0] == bob["cells"][_at(bob, "layer_norm")]["outputs"][0]  # bob's partial credit
 
 

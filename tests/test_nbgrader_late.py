@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from autograder.authoring.demo import Course
+from autograder.judging.rubric import load_rubric
 from conftest import ASSIGNMENT, two_student_course
 from test_lms import read_canvas
 
@@ -80,4 +81,6 @@ def test_the_canvas_export_carries_the_penalised_total_and_the_parts_before_it(l
         assert alice["scores"][0] == 60 and sum(alice["scores"][1:]) == pytest.approx(100)
         assert bob["scores"][0] == pytest.approx(float(grades.rows["bob"]["score"]), abs=1e-3)
         assert sum(bob["scores"][1:]) == pytest.approx(bob["scores"][0], abs=1e-3)
-        assert canvas["points"][0] == 100 and sum(canvas["points"][1:]) == 100
+        # the total is nbgrader's, the written answers (graded by hand, no column of their own) included
+        assert canvas["points"][0] == 100 + load_rubric(ASSIGNMENT).points_by_hand == 110
+        assert sum(canvas["points"][1:]) == 100

@@ -30,6 +30,41 @@ def test_matching_notebook_has_no_problems():
     assert release.rubric_mismatches(notebook, PARTS, "nb.ipynb") == []
 
 
+def _answer(grade_id: str, points: float = 2) -> dict:
+    """A written answer: a markdown cell nbgrader leaves for manual grading (grade and solution)."""
+    return {"cell_type": "markdown", "source": "model answer", "metadata": {"nbgrader": {
+        "grade": True, "solution": True, "locked": False, "grade_id": grade_id, "points": points}}}
+
+
+def test_written_answers_are_outside_the_rubric_whatever_their_points():
+    notebook = {"cells": [_cell("layer_norm", 20), _answer("layer_norm_answer"), _cell("attention", 25),
+                          _answer("attention_answer", 7)]}
+    assert release.rubric_mismatches(notebook, PARTS, "nb.ipynb") == []
+
+
+def test_a_written_answer_carrying_a_parts_name_is_named():
+    notebook = {"cells": [_answer("layer_norm", 20), _cell("attention", 25)]}
+    assert release.rubric_mismatches(notebook, PARTS, "nb.ipynb") == [
+        "nb.ipynb: grade_id 'layer_norm' is a rubric part, yet its cell is graded by hand (grade and solution); "
+        "a part's verdict needs an autograded test cell",
+        "nb.ipynb: rubric part 'layer_norm' has no autograded test cell (grade_id 'layer_norm')"]
+
+
+def test_the_rubric_knows_the_releases_cells_graded_by_hand_and_keeps_them_out_of_max_score(tmp_path):
+    released = json.loads(TB.release_notebook.read_text(encoding="utf-8"))
+    answers = {c["metadata"]["nbgrader"]["grade_id"]: float(c["metadata"]["nbgrader"]["points"])
+               for c in released["cells"] if c["metadata"]["nbgrader"].get("solution")
+               and c["metadata"]["nbgrader"].get("grade")}
+    assert len(answers) == 5 and sum(answers.values()) == 10
+    rubric = load_rubric(TB.name)
+    assert rubric.graded_by_hand == answers and rubric.points_by_hand == 10 and rubric.max_score == 100
+    without = {**released, "cells": [c for c in released["cells"] if c["metadata"]["nbgrader"]["grade_id"]
+                                     not in answers]}
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps(without), encoding="utf-8")
+    assert load_rubric(TB.name, path).graded_by_hand == {} and load_rubric(TB.name, path).max_score == 100
+
+
 def test_unknown_grade_id_is_named():
     notebook = {"cells": [_cell("layer_norm", 20), _cell("attention", 25), _cell("layer_nrom", 5)]}
     assert release.rubric_mismatches(notebook, PARTS, "nb.ipynb") == [

@@ -119,7 +119,9 @@ def awkward_result() -> GradeResult:
                          "bases": ["Exception"]} for c in range(1, 26)]
     load.failure = "the submission's process died\twhile loading (cell 9)"
     load.notices = [f"{UNISOLATED}: " + "n" * 600, "no cgroup: processes are counted per user \udcff"]
-    return GradeResult("alice.ipynb", "ab" * 32, RUBRIC.assignment, parts, RUBRIC.max_score, load)
+    assert RUBRIC.graded_by_hand, "the release's written answers, which the summary names"
+    return GradeResult("alice.ipynb", "ab" * 32, RUBRIC.assignment, parts, RUBRIC.max_score, load,
+                       graded_by_hand=dict(RUBRIC.graded_by_hand))
 
 
 def rendered(result: GradeResult) -> list:
@@ -139,6 +141,7 @@ def test_a_stored_result_renders_exactly_as_the_fresh_one():
     again = from_gradescope(data, RUBRIC)
     assert rendered(again) == rendered(fresh)
     assert summary(again) == summary(fresh) and again.score == fresh.score
+    assert again.graded_by_hand == fresh.graded_by_hand and "Graded by hand: 5 written answers" in summary(again)
     assert stored(again, cells_sha256="c" * 64, assignment_fingerprint="f" * 64) == data
     # the awkward cases are really there: partial credit, and text Gradescope's fields clip
     assert any(o[0]["output_type"] == "execute_result" for o in rendered(fresh) if o)
@@ -161,8 +164,10 @@ DROP = object()
     (("extra_data", "cell_errors"), "none"),
     (("extra_data", "notices"), DROP),
     (("tests",), []),  # a message stored as "the test's output", and no output
+    (("extra_data", "graded_by_hand"), DROP),
+    (("extra_data", "graded_by_hand", "layer_norm_answer"), "2"),
 ], ids=["list", "foreign", "old-format", "other-assignment", "missing-part", "score-text", "short-test",
-        "null-test", "cell-errors", "no-notices", "no-outputs"])
+        "null-test", "cell-errors", "no-notices", "no-outputs", "no-by-hand", "by-hand-text"])
 def test_a_malformed_or_foreign_result_is_refused(where, value):
     data = stored(awkward_result())
     if not where:

@@ -278,3 +278,47 @@ def test_a_name_defined_only_in_an_edited_locked_cell_is_not_defined_when_graded
     assert all(abs(score - points) < 1e-9 for score, points in scores.values()), scores
     messages = [t.message for p in result.parts if p.part.name == "transformer_block" for t in p.tests]
     assert any("FEED_FORWARD_ACTIVATION" in m for m in messages), messages[:3]
+
+def test_written_answers_are_never_run_and_change_nothing_that_is_graded(tmp_path):
+    """A written answer (a markdown cell nbgrader grades by hand) is text: whatever it says, the cells graded
+    are those of the same notebook without it.  Made a code cell, it is the student's code and runs, as
+    nbgrader runs it (ReleaseCells drops the metadata of an unlocked release cell whose type changed)."""
+    from autograder.authoring.assignment import is_written_answer
+
+    notebook = _release_class_notebook()
+    answers = [c for c in notebook["cells"] if is_written_answer(c)]
+    assert len(answers) == 5 and all(c["cell_type"] == "markdown" and len(_text(c)) > 100 for c in answers)
+    graded, _ = _read_graded(tmp_path, notebook)
+    for cell in answers:
+        cell["source"] = "LayerNorm = None\nraise SystemExit('not run')\n"
+    assert _read_graded(tmp_path, notebook)[0] == graded
+    without = {**notebook, "cells": [c for c in notebook["cells"] if not is_written_answer(c)]}
+    assert _read_graded(tmp_path, without)[0] == graded
+    answers[0].update(cell_type="code", outputs=[], execution_count=None)
+    assert "LayerNorm = None\nraise SystemExit('not run')\n" in _read_graded(tmp_path, notebook)[0]
+
+
+def test_the_grade_of_a_notebook_with_written_answers_is_the_autograded_100_and_names_what_is_left(tmp_path):
+    """End to end through the real grader: answers that would break every part were they run change nothing;
+    the result keeps max_score 100 and says which points the instructor grades by hand."""
+    from autograder.authoring.assignment import is_written_answer
+    from autograder.grading import grade_file
+    from autograder.judging.rubric import load_rubric
+    from autograder.host.limits import Limits
+    from autograder.reports.results import from_gradescope, gradescope, summary
+
+    notebook = _release_class_notebook()
+    for cell in (c for c in notebook["cells"] if is_written_answer(c)):
+        cell["source"] = "LayerNorm = MultiHeadAttention = TransformerBlock = None\n"
+    path = tmp_path / "s.ipynb"
+    path.write_text(json.dumps(notebook, indent=1))
+    rubric = load_rubric("transformer_block")
+    result = grade_file(path, rubric, Limits())
+    assert (result.score, result.max_score) == (100, 100)
+    assert result.graded_by_hand == rubric.graded_by_hand and len(rubric.graded_by_hand) == 5
+    assert summary(result).split("\n")[:2] == [
+        "transformer_block: 100 / 100", "Graded by hand: 5 written answers (10 points), not included in this score"]
+    report = gradescope(result)
+    assert (report["score"], report["max_score"]) == (100, 100)
+    assert report["extra_data"]["graded_by_hand"] == {name: 2.0 for name in rubric.graded_by_hand}
+    assert summary(from_gradescope(json.loads(json.dumps(report)), rubric)) == summary(result)

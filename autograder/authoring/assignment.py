@@ -22,6 +22,19 @@ def nbgrader_meta(cell: dict[str, Any]) -> dict[str, Any]:
     return cell.get("metadata", {}).get("nbgrader", {})
 
 
+def is_solution_code(cell: dict[str, Any]) -> bool:
+    """A code cell the student completes (nbgrader solution): the reference code in the source notebook, a stub
+    in the release."""
+    return cell.get("cell_type") == "code" and bool(nbgrader_meta(cell).get("solution"))
+
+
+def is_written_answer(cell: dict[str, Any]) -> bool:
+    """A cell nbgrader leaves for manual grading (grade and solution, a markdown answer here): the model answer
+    in the source notebook, "YOUR ANSWER HERE" in the release.  Never run, never autograded."""
+    meta = nbgrader_meta(cell)
+    return bool(meta.get("grade")) and bool(meta.get("solution"))
+
+
 def source_text(cell: dict[str, Any]) -> str:
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else source
@@ -103,10 +116,15 @@ class Assignment:
 
     def solution_code(self) -> dict[str, str]:
         """grade_id -> the reference code of each solution code cell of the source notebook, markers removed
-        (a written answer is a markdown solution cell: not code)."""
+        (written answers are solution cells too, but text, not code)."""
         source = json.loads(self.source_notebook.read_text(encoding="utf-8"))
         return {nbgrader_meta(c)["grade_id"]: strip_solution_markers(source_text(c))
-                for c in source["cells"] if c["cell_type"] == "code" and nbgrader_meta(c).get("solution")}
+                for c in source["cells"] if is_solution_code(c)}
+
+    def written_answers(self) -> dict[str, str]:
+        """grade_id -> the model answer of each written answer (manually graded cell) of the source notebook."""
+        source = json.loads(self.source_notebook.read_text(encoding="utf-8"))
+        return {nbgrader_meta(c)["grade_id"]: source_text(c) for c in source["cells"] if is_written_answer(c)}
 
     def imports_cell(self, notebook: dict[str, Any]) -> str:
         cells = [c for c in notebook["cells"] if c["cell_type"] == "code"

@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from autograder import REPO_ROOT
-from autograder.authoring.assignment import Assignment, code_cell, nbgrader_meta, source_text
+from autograder.authoring.assignment import (Assignment, code_cell, is_solution_code, is_written_answer,
+                                             nbgrader_meta, source_text)
 
 
 class Mutation(NamedTuple):
@@ -90,8 +91,7 @@ def release_cells(assignment: str | Assignment) -> dict[str, str]:
     entries that hand in the release's cells, such as "nothing implemented")."""
     assignment = assignment if isinstance(assignment, Assignment) else Assignment(assignment)
     release = json.loads(assignment.release_notebook.read_text(encoding="utf-8"))
-    return {nbgrader_meta(c)["grade_id"]: source_text(c) for c in release["cells"]
-            if c["cell_type"] == "code" and nbgrader_meta(c).get("solution")}
+    return {nbgrader_meta(c)["grade_id"]: source_text(c) for c in release["cells"] if is_solution_code(c)}
 CATALOGUE_KEYS = {"determinism", "demo"}
 
 
@@ -166,17 +166,22 @@ class Catalogue:
         return "\n\n".join(f"# %%\n{cell.strip()}\n" for cell in cells)
 
     def notebook(self, entry: Entry | None = None) -> dict[str, Any]:
-        """The entry as the release notebook with its solution cells filled in (visible checks and plots kept);
-        without an entry, the release as handed out (nothing solved)."""
+        """The entry as the release notebook with its solution cells filled in (visible checks and plots kept)
+        and its written answers given the source's model answers (never graded here, but a student who did
+        the work answered them: nbgrader leaves them for manual grading); without an entry, the release as
+        handed out (nothing solved, nothing answered)."""
         nb = copy.deepcopy(self._release)
         if entry is None:
             return nb
         code = self.solution_cells(entry)
+        answers = self.assignment.written_answers()
         cells = []
         for cell in nb["cells"]:
             grade_id = nbgrader_meta(cell).get("grade_id")
-            if cell["cell_type"] == "code" and nbgrader_meta(cell).get("solution") and grade_id in code:
+            if is_solution_code(cell) and grade_id in code:
                 cell["source"] = code[grade_id]
+            elif is_written_answer(cell) and grade_id in answers:
+                cell["source"] = answers[grade_id]
             cells.append(cell)
             if grade_id == self.assignment.IMPORTS_GRADE_ID:
                 cells.extend(code_cell(c) for c in entry.before)

@@ -51,12 +51,19 @@ def _require_cell_ids(source_notebook: Path) -> None:
 def rubric_mismatches(notebook: dict[str, Any], parts: Iterable[Part], name: str) -> list[str]:
     """One line per disagreement between the notebook's autograded test cells (nbgrader grade and not
     solution) and the rubric's parts; [] when every part has exactly one such cell, whose grade_id is the
-    part's name and whose points are the part's.  `name` is the notebook file the messages name."""
+    part's name and whose points are the part's.  Cells graded by hand (grade and solution: written answers)
+    are outside the rubric, whatever their points, but may not carry a part's name.  `name` is the notebook
+    file the messages name."""
     points = {part.name: float(part.points) for part in parts}
     problems, seen = [], set()
     for cell in notebook["cells"]:
         meta = cell.get("metadata", {}).get("nbgrader", {})
-        if not meta.get("grade") or meta.get("solution"):
+        if meta.get("grade") and meta.get("solution"):  # graded by hand (a written answer): not the rubric's
+            if meta.get("grade_id") in points:
+                problems.append(f"{name}: grade_id {meta.get('grade_id')!r} is a rubric part, yet its cell is graded "
+                                "by hand (grade and solution); a part's verdict needs an autograded test cell")
+            continue
+        if not meta.get("grade"):
             continue
         grade_id = meta.get("grade_id")
         if grade_id not in points:

@@ -15,7 +15,9 @@ cells that the rubric lists in `skip_when_unchanged` (plots, say).  Locked cells
 every front end: nbgrader's autograde restores an edited one from its gradebook, so a cell carrying such a
 grade_id is the release's cell whatever its source says, and what a student writes in it is not graded.
 Of several cells carrying one grade_id (a cell pasted twice), only the last is that cell, as in nbgrader;
-the others are the student's own and run.  docs/instructors.md, "Which cells are graded", states the whole rule.
+the others are the student's own and run.  Written answers (markdown cells nbgrader grades by hand) are text
+like every other markdown cell: never run, and no part of what is graded.  docs/instructors.md, "Which cells
+are graded", states the whole rule.
 """
 from __future__ import annotations
 

@@ -20,6 +20,11 @@ locked cell is the instructor's on every front end (nbgrader restores one a stud
 submission's cell carrying one of these grade_ids is never run, edited or not (autograder/host/source_cells.py;
 the name is older than that rule).  Each must be a locked code cell of the release notebook.
 
+Cells of the release that nbgrader leaves for manual grading (grade and solution: the written answers) are
+not the rubric's: no part and no point of `max_score` is theirs, and grading never runs them.  The rubric
+knows them (`graded_by_hand`: grade_id -> points, read from the release notebook) only so that every result
+can say which points its autograded total leaves to the instructor.
+
 `preload` names modules the zygote imports before it forks a child for this assignment: those the solution
 reaches lazily and slowly (Adam's constructor imports torch._dynamo, 2 s), paid once per grading process
 instead of once per submission, and never while a request's timer runs.
@@ -99,6 +104,8 @@ class Rubric:
     # grade_id -> the release's source of each cell in `skip_when_unchanged`: locked, never run
     skip_when_unchanged: Mapping[str, str] = field(default_factory=dict)
     preload: tuple[str, ...] = ()  # modules the zygote imports for this assignment's children
+    # grade_id -> points of each cell of the release graded by hand (written answers): outside max_score
+    graded_by_hand: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def forbidden_ops(self) -> tuple[str, ...]:
@@ -118,7 +125,12 @@ class Rubric:
 
     @property
     def max_score(self) -> float:
+        """The autograded points: the parts' (the points graded by hand are not in it)."""
         return sum(p.points for p in self.parts)
+
+    @property
+    def points_by_hand(self) -> float:
+        return sum(self.graded_by_hand.values())
 
     def suite_files(self) -> list[Path]:
         return [self.folder / p.suite for p in self.parts]
@@ -184,10 +196,23 @@ def load_rubric(assignment: str, notebook: Path | None = None) -> Rubric:
         if not checks - part.gated - part.own_parts:
             raise RubricError(f"{path}: part {part.name!r} has no value check: every check of {part.suite} is "
                               "structural, form or own_parts, so none could earn its points")
+    notebook = notebook or RELEASES / assignment / f"{assignment}.ipynb"
     if skippable:
-        notebook = notebook or RELEASES / assignment / f"{assignment}.ipynb"
         rubric = replace(rubric, skip_when_unchanged=_locked_sources(path, notebook, skippable))
+    if notebook.is_file():  # a course without a release has nothing graded by hand that the kit could know
+        rubric = replace(rubric, graded_by_hand=_graded_by_hand(path, notebook))
     return rubric
+
+
+def _graded_by_hand(path: Path, notebook: Path) -> dict[str, float]:
+    """grade_id -> points of each cell nbgrader grades by hand (grade and solution) in the notebook."""
+    try:
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        return {str(meta["grade_id"]): float(meta.get("points", 0)) for cell in cells
+                if (meta := _nbgrader(cell)).get("grade") and meta.get("solution")}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RubricError(f"{path}: the notebook {notebook} cannot be read for its cells graded by hand "
+                          f"({type(exc).__name__}: {exc})") from None
 
 
 def _locked_sources(path: Path, notebook: Path, grade_ids: list[str]) -> dict[str, str]:

@@ -23,7 +23,7 @@ from autograder.judging.evidence import Figure
 from autograder.judging.rubric import PartScore, TestScore
 from autograder.protocol import UNISOLATED, clean_text, one_line
 from autograder.reports import figures
-from autograder.reports.results import (MAX_LINE_CHARS, SUMMARY_CELL_ERRORS, rounded, message_text,
+from autograder.reports.results import (MAX_LINE_CHARS, SUMMARY_CELL_ERRORS, by_hand_notice, message_text, rounded,
                                         write_text_atomic)
 from autograder.result import GradeResult, display_name
 
@@ -191,6 +191,7 @@ def student_page(result: GradeResult) -> str:
     assignment = _text(result.assignment)
     body = [f"<h1>{assignment}</h1>",
             f'<p class="total">{_points(result.score)} / {_points(result.max_score)} points</p>',
+            *([f'<p class="meta">{_line(by_hand_notice(result))}</p>'] if result.graded_by_hand else []),
             f'<p class="meta">Submission: {_name(result.submission, 255)}</p>',
             *([f'<p class="meta">Isolation: {_line(result.load.isolation)}</p>'] if result.load.isolation else []),
             *_load_problems(result),

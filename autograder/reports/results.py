@@ -23,7 +23,7 @@ from autograder.judging import evidence
 from autograder.judging.resemblance import Resemblance
 from autograder.judging.rubric import PartScore, Rubric, TestScore
 
-FORMAT_VERSION = 4  # 3: each test's evidence; 4: torch's own code the source holds
+FORMAT_VERSION = 5  # 3: each test's evidence; 4: torch's own code the source holds; 5: the cells graded by hand
 SUMMARY_CELL_ERRORS = 20  # what the summary lists, so all that a result needs to keep
 MAX_OUTPUT_CHARS = 4000
 MAX_LINE_CHARS = 500
@@ -43,6 +43,8 @@ def _line(value: object, limit: int = MAX_LINE_CHARS) -> str:
 
 def summary(result: GradeResult) -> str:
     lines = [f"{_line(result.assignment)}: {result.score:g} / {result.max_score:g}"]
+    if result.graded_by_hand:
+        lines.append(by_hand_notice(result))
     if result.load.isolation:
         lines.append(f"Isolation: {_line(result.load.isolation)}")
     lines += [f"Notice: {_line(n)}" for n in result.load.notices if n.startswith(UNISOLATED)]
@@ -59,6 +61,13 @@ def summary(result: GradeResult) -> str:
         lines.append(f"Cell {_line(error.get('cell'), 20)} raised {_line(error.get('type'), 100)}: "
                      f"{_line(error.get('message'), 200)}")
     return "\n".join(lines)
+
+
+def by_hand_notice(result: GradeResult) -> str:
+    """What the autograded score leaves out: the written answers, which the instructor grades by hand."""
+    count, points = len(result.graded_by_hand), sum(result.graded_by_hand.values())
+    answers = "1 written answer" if count == 1 else f"{count} written answers"
+    return f"Graded by hand: {answers} ({points:g} points), not included in this score"
 
 
 def message_text(message: object) -> str:
@@ -109,6 +118,7 @@ def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_finger
             "load_failure": _line(result.load.failure),
             "cell_errors": [_cell_error(e) for e in result.load.cell_errors[:SUMMARY_CELL_ERRORS]],
             "resembles": [[r.function, r.share] for r in result.resembles],
+            "graded_by_hand": dict(result.graded_by_hand),  # grade_id -> points, outside score and max_score
         },
     }
 
@@ -219,12 +229,16 @@ def from_gradescope(data: Any, rubric: Rubric) -> GradeResult:
     _check(isinstance(resembles, list) and all(isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)
                                                and _is_number(r[1]) for r in resembles),
            "resembles is not a list of [function, share]")
+    by_hand = extra.get("graded_by_hand")
+    _check(isinstance(by_hand, dict) and all(isinstance(k, str) and _is_number(v) for k, v in by_hand.items()),
+           "graded_by_hand is not an object of points")
     load = LoadReport()
     load.notices, load.failure, load.cell_errors = extra["notices"], extra["load_failure"], cell_errors
     load.isolation = extra["isolation"]
     return GradeResult(submission=extra["submission"], sha256=extra["submission_sha256"],
                        assignment=rubric.assignment, parts=parts, max_score=rubric.max_score, load=load,
-                       unreadable=extra["unreadable"], resembles=[Resemblance(*r) for r in resembles])
+                       unreadable=extra["unreadable"], resembles=[Resemblance(*r) for r in resembles],
+                       graded_by_hand=dict(by_hand))
 
 
 def read_result(path: Path, rubric: Rubric) -> GradeResult:

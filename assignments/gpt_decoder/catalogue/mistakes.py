@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from autograder.authoring.assignment import BEGIN_MARKER, END_MARKER, Assignment, nbgrader_meta, source_text
+from autograder.authoring.assignment import (BEGIN_MARKER, END_MARKER, Assignment, is_solution_code, nbgrader_meta,
+                                             source_text)
 from autograder.authoring.catalogue import Entry, EveryPart, M
 
 ROPE = "rope"
@@ -69,7 +70,7 @@ def _stubs(keep_constructors: bool = False) -> dict[str, str]:
     cells = {}
     source = Assignment("gpt_decoder").source_notebook
     for cell in json.loads(source.read_text(encoding="utf-8"))["cells"]:
-        if not nbgrader_meta(cell).get("solution"):
+        if not is_solution_code(cell):  # a written answer is a solution cell too, but text
             continue
         out, inside, keep, last_def = [], False, False, ""
         for line in source_text(cell).split("\n"):
