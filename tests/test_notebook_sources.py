@@ -34,7 +34,8 @@ SOURCE, MODULE, RELEASE = TB.source_notebook, TB.solutions_module, TB.release_no
 EXPECTED_PARTS = {part.name: part.points for part in load_rubric(TB.name).parts}
 assert sum(EXPECTED_PARTS.values()) == 100
 CONTRACT = {"layer_norm", "LayerNorm", "causal_mask", "attention_weights", "scaled_dot_product_attention",
-            "MultiHeadAttention", "TransformerBlock", "input_grad_norm"}
+            "mask_dependence", "largest_dependence", "MultiHeadAttention", "ideal_head_weights", "guaranteed_share",
+            "permutation_error", "TransformerBlock", "input_grad_norm"}
 
 _x = torch.randn(2, 3, 8)
 STUB_CALLS: dict[str, Callable[[dict[str, Any]], Any]] = {
@@ -43,7 +44,12 @@ STUB_CALLS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "causal_mask": lambda ns: ns["causal_mask"](3),
     "attention_weights": lambda ns: ns["attention_weights"](_x, _x),
     "scaled_dot_product_attention": lambda ns: ns["scaled_dot_product_attention"](_x, _x, _x),
+    "mask_dependence": lambda ns: ns["mask_dependence"](3, 2, True),
+    "largest_dependence": lambda ns: ns["largest_dependence"](torch.rand(3, 3)),
     "MultiHeadAttention": lambda ns: ns["MultiHeadAttention"](8, 2),
+    "ideal_head_weights": lambda ns: ns["ideal_head_weights"]([0, 2], 2, 4),
+    "guaranteed_share": lambda ns: ns["guaranteed_share"](torch.rand(2, 4), [0, 2]),
+    "permutation_error": lambda ns: ns["permutation_error"](torch.nn.Identity(), _x, torch.arange(3)),
     "TransformerBlock": lambda ns: ns["TransformerBlock"](8, 2, 16),
     "input_grad_norm": lambda ns: ns["input_grad_norm"](2, True),
 }
@@ -68,7 +74,8 @@ def _solution_cells(path: Path) -> list[str]:
 
 
 def _grade_cells(path: Path) -> list[dict[str, Any]]:
-    return [c for c in _cells(path) if _meta(c).get("grade")]
+    """The autograded check cells: graded and not a solution (a written answer is both, and graded by hand)."""
+    return [c for c in _cells(path) if _meta(c).get("grade") and not _meta(c).get("solution")]
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +229,7 @@ def test_slow_source_notebook_executes(monkeypatch: pytest.MonkeyPatch, tmp_path
     elapsed = time.perf_counter() - started
     assert elapsed < 60, f"the source notebook took {elapsed:.1f} s"
     for cell in notebook.cells:
-        if _meta(cell).get("grade"):
+        if _meta(cell).get("grade") and not _meta(cell).get("solution"):
             printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
             assert "all visible checks passed" in printed, f"check cell {_meta(cell)['grade_id']}: {printed!r}"
     assert list(tmp_path.iterdir()) == [], "the notebook must not write files"
