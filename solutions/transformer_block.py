@@ -56,7 +56,7 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
 def mask_dependence(seq_len: int, d_model: int, causal: bool, seed: int = 0, eps: float = 1e-3) -> torch.Tensor:
     """Float64 [seq_len, seq_len]: entry [t, j] is the largest |central difference| of output position t with
     respect to one feature of input position j, for self-attention on x = randn(seq_len, d_model)."""
-    torch.manual_seed(seed)
+    torch.manual_seed(seed)  # the same x on every call
     x = torch.randn(seq_len, d_model, dtype=torch.float64)
     mask = causal_mask(seq_len) if causal else None
 
