@@ -131,8 +131,13 @@ def test_sync_check_detects_drift(tmp_path: Path) -> None:
 def test_policy_cell_is_the_rubrics_policy(tmp_path: Path) -> None:
     """The notebook tells students what the rubric disables, in the rubric's words; a drift is caught."""
     rubric = load_rubric(TB.name)
-    policy = source_text(notebook_sync._policy_cell(json.loads(SOURCE.read_text(encoding="utf-8"))))
-    assert policy == notebook_sync.render_policy(rubric)
+    notebook = json.loads(SOURCE.read_text(encoding="utf-8"))
+    policy = source_text(notebook_sync._policy_cell(notebook))
+    assert policy == notebook_sync.render_policy(rubric, notebook)
+    # parts are named by the notebook's headings, sub-parts ("Part 2b") included
+    assert notebook_sync.part_numbers(notebook)["multi_head_attention"] == "3"
+    assert notebook_sync.part_numbers(notebook)["mask_dependence"] == "2b"
+    assert "| 3 Multi-head attention |" in policy and "| 4 Transformer block" in policy
     for part in rubric.parts:
         assert all(f"`{name}`" in policy for name in part.off_limits)
     copy = tmp_path / "n.ipynb"
