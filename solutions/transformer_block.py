@@ -108,7 +108,7 @@ class MultiHeadAttention(nn.Module):
 
 def ideal_head_weights(targets: list[int], num_heads: int, seq_len: int) -> torch.Tensor:
     """[num_heads, seq_len], every row a distribution: the targets dealt to the heads whole (round robin),
-    each head uniform over its own targets; a head without a target attends uniformly everywhere."""
+    each head uniform over its own targets; a head without a target may attend anywhere, uniformly say."""
     weights = torch.zeros(num_heads, seq_len)
     for i, target in enumerate(targets):
         weights[i % num_heads, target] = 1.0
