@@ -77,6 +77,32 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     return attention_weights(q, k, mask) @ v
 
 
+def mask_dependence(seq_len: int, d_model: int, causal: bool, seed: int = 0, eps: float = 1e-3) -> torch.Tensor:
+    """Float64 [seq_len, seq_len]: entry [t, j] is the largest |central difference| of output position t with
+    respect to one feature of input position j, for self-attention on x = randn(seq_len, d_model)."""
+    torch.manual_seed(seed)  # the same x on every call
+    x = torch.randn(seq_len, d_model, dtype=torch.float64)
+    mask = causal_mask(seq_len) if causal else None
+
+    def attend(inputs: torch.Tensor) -> torch.Tensor:
+        return scaled_dot_product_attention(inputs, inputs, inputs, mask)
+
+    table = torch.zeros(seq_len, seq_len, dtype=torch.float64)
+    for j in range(seq_len):
+        for c in range(d_model):
+            nudge = torch.zeros_like(x)
+            nudge[j, c] = eps
+            slope = (attend(x + nudge) - attend(x - nudge)) / (2 * eps)  # [seq_len, d_model]
+            table[:, j] = torch.maximum(table[:, j], slope.abs().amax(dim=-1))
+    return table
+
+
+def largest_dependence(table: torch.Tensor) -> tuple[float, float]:
+    """(largest entry with j > t, largest entry with j <= t) of a [seq_len, seq_len] dependence table."""
+    future = torch.ones(table.shape, dtype=torch.bool).triu(diagonal=1)
+    return table[future].max().item(), table[~future].max().item()
+
+
 class MultiHeadAttention(nn.Module):
     """Self-attention with num_heads heads: x [B, S, d_model] -> [B, S, d_model]."""
 
@@ -109,6 +135,31 @@ class MultiHeadAttention(nn.Module):
             mask = keys_kept if mask is None else mask & keys_kept
         heads = scaled_dot_product_attention(q, k, v, mask)
         return self.Wo(heads.transpose(1, 2).reshape(batch, seq_len, d_model))
+
+
+def ideal_head_weights(targets: list[int], num_heads: int, seq_len: int) -> torch.Tensor:
+    """[num_heads, seq_len], every row a distribution: the targets dealt to the heads whole (round robin),
+    each head uniform over its own targets; a head without a target may attend anywhere, uniformly say."""
+    weights = torch.zeros(num_heads, seq_len)
+    for i, target in enumerate(targets):
+        weights[i % num_heads, target] = 1.0
+    for row in weights:
+        if row.sum() == 0:
+            row.fill_(1.0)
+        row /= row.sum()
+    return weights
+
+
+def guaranteed_share(weights: torch.Tensor, targets: list[int]) -> float:
+    """min over targets of max over heads of weights[head, target], as a Python float."""
+    return weights[:, targets].max(dim=0).values.min().item()
+
+
+def permutation_error(module: nn.Module, x: torch.Tensor, perm: torch.Tensor, causal: bool = False) -> float:
+    """max |module(x[:, perm]) - module(x)[:, perm]|: 0 up to rounding for a permutation-equivariant module."""
+    permuted_first = module(x[:, perm], causal=causal)
+    permuted_after = module(x, causal=causal)[:, perm]
+    return (permuted_first - permuted_after).abs().max().item()
 
 
 class TransformerBlock(nn.Module):

@@ -146,9 +146,11 @@ def test_check_suite_summary_passes(graded):
 
 # a bug in one part, and the parts built on it that are right on the student's own code
 CARRIED = {"ln-unbiased-variance": ["transformer_block", "norm_placement"], "att-transposed-causal-mask": [
-           "multi_head_attention", "transformer_block"], "att-sdpa-drops-mask": ["multi_head_attention", "transformer_block"],
-           "mha-heads-view-without-transpose": ["transformer_block", "norm_placement"], "mha-forward-computes-nothing": [
-           "transformer_block"], "att-strictly-lower-mask": ["multi_head_attention", "transformer_block"]}
+           "multi_head_attention", "transformer_block", "mask_dependence", "order_blindness"],
+           "att-sdpa-drops-mask": ["multi_head_attention", "transformer_block", "mask_dependence", "order_blindness"],
+           "mha-heads-view-without-transpose": ["transformer_block", "norm_placement", "order_blindness"],
+           "mha-forward-computes-nothing": ["transformer_block", "order_blindness"],
+           "att-strictly-lower-mask": ["multi_head_attention", "transformer_block", "mask_dependence"]}
 
 
 @pytest.mark.parametrize("name", sorted(CARRIED))

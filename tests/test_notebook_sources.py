@@ -35,7 +35,8 @@ SOURCE, MODULE, RELEASE = TB.source_notebook, TB.solutions_module, TB.release_no
 EXPECTED_PARTS = {part.name: part.points for part in load_rubric(TB.name).parts}
 assert sum(EXPECTED_PARTS.values()) == 100
 CONTRACT = {"layer_norm", "LayerNorm", "causal_mask", "attention_weights", "scaled_dot_product_attention",
-            "MultiHeadAttention", "TransformerBlock", "input_grad_norm", "batch_normalise", "batch_dependence",
+            "mask_dependence", "largest_dependence", "MultiHeadAttention", "ideal_head_weights", "guaranteed_share",
+            "permutation_error", "TransformerBlock", "input_grad_norm", "batch_normalise", "batch_dependence",
             "block_parameter_count", "layer_grad_norms"}
 
 _x = torch.randn(2, 3, 8)
@@ -45,7 +46,12 @@ STUB_CALLS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "causal_mask": lambda ns: ns["causal_mask"](3),
     "attention_weights": lambda ns: ns["attention_weights"](_x, _x),
     "scaled_dot_product_attention": lambda ns: ns["scaled_dot_product_attention"](_x, _x, _x),
+    "mask_dependence": lambda ns: ns["mask_dependence"](3, 2, True),
+    "largest_dependence": lambda ns: ns["largest_dependence"](torch.rand(3, 3)),
     "MultiHeadAttention": lambda ns: ns["MultiHeadAttention"](8, 2),
+    "ideal_head_weights": lambda ns: ns["ideal_head_weights"]([0, 2], 2, 4),
+    "guaranteed_share": lambda ns: ns["guaranteed_share"](torch.rand(2, 4), [0, 2]),
+    "permutation_error": lambda ns: ns["permutation_error"](torch.nn.Identity(), _x, torch.arange(3)),
     "TransformerBlock": lambda ns: ns["TransformerBlock"](8, 2, 16),
     "input_grad_norm": lambda ns: ns["input_grad_norm"](2, True),
     "batch_normalise": lambda ns: ns["batch_normalise"](_x[0]),
@@ -135,8 +141,13 @@ def test_sync_check_detects_drift(tmp_path: Path) -> None:
 def test_policy_cell_is_the_rubrics_policy(tmp_path: Path) -> None:
     """The notebook tells students what the rubric disables, in the rubric's words; a drift is caught."""
     rubric = load_rubric(TB.name)
-    policy = source_text(notebook_sync._policy_cell(json.loads(SOURCE.read_text(encoding="utf-8"))))
-    assert policy == notebook_sync.render_policy(rubric)
+    notebook = json.loads(SOURCE.read_text(encoding="utf-8"))
+    policy = source_text(notebook_sync._policy_cell(notebook))
+    assert policy == notebook_sync.render_policy(rubric, notebook)
+    # parts are named by the notebook's headings, sub-parts ("Part 2b") included
+    assert notebook_sync.part_numbers(notebook)["multi_head_attention"] == "3"
+    assert notebook_sync.part_numbers(notebook)["mask_dependence"] == "2b"
+    assert "| 3 Multi-head attention |" in policy and "| 4 Transformer block" in policy
     for part in rubric.parts:
         assert all(f"`{name}`" in policy for name in part.off_limits)
     copy = tmp_path / "n.ipynb"

@@ -16,6 +16,7 @@ decides what the sandbox disables); the markdown cell with grade_id `policy` is 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,10 +46,28 @@ def render_solutions_module(assignment: Assignment) -> str:
     return SEPARATOR.join(parts) + "\n"
 
 
-def render_policy(rubric: Any) -> str:
-    """The notebook's policy cell, in the manifest's words."""
-    rows = [f"| {number} {part.title} | {', '.join(f'`{name}`' for name in part.off_limits)} |"
-            for number, part in enumerate(rubric.parts, start=1) if part.off_limits]
+_PART_HEADING = re.compile(r"^#+\s*Part\s+(\w+)\b", re.MULTILINE)
+
+
+def part_numbers(notebook: dict[str, Any]) -> dict[str, str]:
+    """grade_id of each check cell -> the number of the "## Part <number> — ..." heading above it ("2b" for a
+    sub-part), so that the policy table names a part as the notebook does."""
+    numbers, heading = {}, None
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown" and (found := _PART_HEADING.search(source_text(cell))):
+            heading = found.group(1)
+        meta = nbgrader_meta(cell)
+        if heading is not None and meta.get("grade") and not meta.get("solution"):
+            numbers[meta["grade_id"]] = heading
+    return numbers
+
+
+def render_policy(rubric: Any, notebook: dict[str, Any] | None = None) -> str:
+    """The notebook's policy cell, in the manifest's words; parts numbered as the notebook's headings number
+    them (by their place in the manifest without a notebook, or for a part without a heading)."""
+    numbers = part_numbers(notebook) if notebook is not None else {}
+    rows = [f"| {numbers.get(part.name, index)} {part.title} | {', '.join(f'`{name}`' for name in part.off_limits)} |"
+            for index, part in enumerate(rubric.parts, start=1) if part.off_limits]
     return "\n".join([
         "### What you may use from torch",
         "",
@@ -79,7 +98,8 @@ def sync_policy(assignment: Assignment, write: bool, notebook_path: Path | None 
     notebook_path = notebook_path or assignment.source_notebook
     notebook = json.loads(notebook_path.read_text(encoding="utf-8"))
     # against the source notebook: the release may not exist yet, and is generated from this one
-    cell, rendered = _policy_cell(notebook), render_policy(load_rubric(assignment.name, assignment.source_notebook))
+    cell, rendered = _policy_cell(notebook), render_policy(load_rubric(assignment.name, assignment.source_notebook),
+                                                               notebook)
     if source_text(cell) == rendered:
         return True
     if write:

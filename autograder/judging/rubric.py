@@ -209,7 +209,7 @@ def _graded_by_hand(path: Path, notebook: Path) -> dict[str, float]:
     try:
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
         return {str(meta["grade_id"]): float(meta.get("points", 0)) for cell in cells
-                if (meta := _nbgrader(cell)).get("grade") and meta.get("solution")}
+                if (meta := nbgrader_of(cell)).get("grade") and meta.get("solution")}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise RubricError(f"{path}: the notebook {notebook} cannot be read for its cells graded by hand "
                           f"({type(exc).__name__}: {exc})") from None

@@ -13,6 +13,9 @@ GRAD = "gradient_experiment"
 BATCH = "batch_dependence"
 COUNT = "parameter_count"
 PLACE = "norm_placement"
+MASKDEP = "mask_dependence"
+SHARE = "head_share"
+ORDER = "order_blindness"
 
 _LN_MEAN = "mean = x.mean(dim=-1, keepdim=True)"
 _LN_VAR = "var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased, as torch.nn.LayerNorm"
@@ -44,6 +47,12 @@ _RESIDUAL = "h = h + update if residual else update"
 _BACKWARD = "h.sum().backward()"
 _RETURN_NORM = "return x.grad.norm().item()"
 _TODO = "raise NotImplementedError()"
+_SLOPE = "slope = (attend(x + nudge) - attend(x - nudge)) / (2 * eps)"
+_KEEP = "table[:, j] = torch.maximum(table[:, j], slope.abs().amax(dim=-1))"
+_DEAL = "weights[i % num_heads, target] = 1.0"
+_SHARE = "return weights[:, targets].max(dim=0).values.min().item()"
+_FIRST = "permuted_first = module(x[:, perm], causal=causal)"
+_AFTER = "permuted_after = module(x, causal=causal)[:, perm]"
 # the bodies of every forward (and of the split_heads helper), for "constructors only"
 _FORWARDS = ("return layer_norm(x, self.weight, self.bias, self.eps)",
              "batch, seq_len, _ = x.shape\n        " + _SPLIT,
@@ -53,7 +62,8 @@ _FORWARDS = ("return layer_norm(x, self.weight, self.bias, self.eps)",
              "if self.norm_first:\n            " + _PRE_ATTN + "\n            " + _PRE_FFN + "\n        "
              + _POST_ATTN + "\n        " + _POST_FFN)
 _FUNCTION_CELLS = ("layer_norm_function", "causal_mask_function", "attention_functions", "input_grad_norm_function",
-                   "batch_dependence_functions", "parameter_count_function", "layer_grad_norms_function")
+                   "batch_dependence_functions", "parameter_count_function", "layer_grad_norms_function",
+                   "mask_dependence_function", "head_share_functions", "order_blindness_function")
 _BN_MEAN = "mean = x.mean(dim=0, keepdim=True)"
 _BN_VAR = "var = ((x - mean) ** 2).mean(dim=0, keepdim=True)"
 _OTHERS = "others = torch.randn(batch_size - 1, d_model)"
@@ -326,6 +336,44 @@ MISTAKES: list[Entry] = [
           (M(_NORMS_RETURN, "return [g.norm().item() for g in reversed(grads)]"),), hint="reverse order"),
     Entry("np-output-norms", "the norm of each block's output instead of the gradient", PLACE,
           replace={"layer_grad_norms_function": _OUTPUT_NORMS}, hint="blocks' outputs"),
+    # --- mask_dependence -----------------------------------------------------------------------------------
+    Entry("md-one-sided-difference", "(out(x + eps) - out(x)) / eps instead of the central difference", MASKDEP,
+          (M(_SLOPE, "slope = (attend(x + nudge) - attend(x)) / eps"),), hint="one-sided difference"),
+    Entry("md-divides-by-eps", "the central difference divided by eps instead of 2 * eps", MASKDEP,
+          (M(_SLOPE, _SLOPE.replace("/ (2 * eps)", "/ eps")),), hint="divide the central difference by 2 * eps"),
+    Entry("md-table-transposed", "the slopes of input j stored in row j: the table is [j, t]", MASKDEP,
+          (M(_KEEP, "table[j] = torch.maximum(table[j], slope.abs().amax(dim=-1))"),), hint="transposed"),
+    Entry("md-sum-over-features", "the slopes summed over the features instead of their largest", MASKDEP,
+          (M(_KEEP, "table[:, j] = table[:, j] + slope.abs().sum(dim=-1)"),), hint="summing the slopes"),
+    Entry("md-whole-position-nudged", "every feature of position j nudged at once", MASKDEP,
+          (M("nudge[j, c] = eps", "nudge[j] = eps"),), hint="nudging every feature of position j"),
+    Entry("md-diagonal-counted-as-future", "largest_dependence counts the diagonal (j = t) as the future",
+          MASKDEP, (M(".triu(diagonal=1)", ".triu()"),), hint="The diagonal (j = t) is the present"),
+
+    # --- head_share ----------------------------------------------------------------------------------------
+    Entry("hs-every-head-on-every-target", "every head spread over all k targets: each gets 1/k", SHARE,
+          (M(_DEAL, "weights[:, target] = 1.0"),), hint="only 1/k"),
+    Entry("hs-floor-chunks", "chunks of floor(k/h) targets per head, the last head takes the rest", SHARE,
+          (M(_DEAL, "weights[min(i // max(1, len(targets) // num_heads), num_heads - 1), target] = 1.0"),),
+          hint="floor(k/h)"),
+    Entry("gs-min-max-swapped", "guaranteed_share takes the min over heads, then the max over targets", SHARE,
+          (M(_SHARE, "return weights[:, targets].min(dim=0).values.max().item()"),), hint="min and max are swapped"),
+    Entry("gs-average-share", "guaranteed_share averages the targets' best weights (h/k on ideal weights)", SHARE,
+          (M(_SHARE, "return weights[:, targets].max(dim=0).values.mean().item()"),), hint="mean over targets"),
+
+    # --- order_blindness -----------------------------------------------------------------------------------
+    Entry("ob-inverse-permutation", "the output permuted with the inverse permutation", ORDER,
+          (M(_AFTER, "permuted_after = module(x, causal=causal)[:, perm.argsort()]"),), hint="inverse permutation"),
+    Entry("ob-batch-axis-permuted", "x[perm] and out[perm]: the batch is permuted, not the positions", ORDER,
+          (M(_FIRST, "permuted_first = module(x[perm], causal=causal)"),
+           M(_AFTER, "permuted_after = module(x, causal=causal)[perm]")), hint="not the batch"),
+    Entry("ob-mean-difference", "the mean absolute difference instead of the largest", ORDER,
+          (M("return (permuted_first - permuted_after).abs().max().item()",
+             "return (permuted_first - permuted_after).abs().mean().item()"),),
+          hint="mean of the absolute differences"),
+    Entry("ob-ignores-causal", "both calls made without causal", ORDER,
+          (M(_FIRST, "permuted_first = module(x[:, perm])"), M(_AFTER, "permuted_after = module(x)[:, perm]")),
+          hint="pass causal=causal to both calls"),
 
     # --- the whole submission: structure alone must earn nothing (rubric.toml's `structural` checks) ---------
     Entry("constructors-only", "constructors register the right parameters; every function, forward and helper "

@@ -447,6 +447,49 @@ def layer_grad_norms(blocks, x, target):
     return norms[::-1]
 '''
 
+MASK_DEPENDENCE_BATCHED = '''
+def mask_dependence(seq_len, d_model, causal, seed=0, eps=1e-3):
+    """Every nudge at once: a batch [seq_len, d_model, seq_len, d_model] through one attention call."""
+    torch.manual_seed(seed)
+    x = torch.randn(seq_len, d_model, dtype=torch.float64)
+    mask = causal_mask(seq_len) if causal else None
+    nudges = eps * torch.eye(seq_len * d_model, dtype=torch.float64).view(seq_len, d_model, seq_len, d_model)
+    plus, minus = x + nudges, x - nudges
+    slopes = (scaled_dot_product_attention(plus, plus, plus, mask)
+              - scaled_dot_product_attention(minus, minus, minus, mask)).abs() / (2 * eps)  # [j, c, t, i]
+    return slopes.amax(dim=(1, 3)).T.contiguous()
+
+
+def largest_dependence(table):
+    n = table.shape[0]
+    future = max(float(table[t, j]) for t in range(n) for j in range(t + 1, n))
+    past = max(float(table[t, j]) for t in range(n) for j in range(t + 1))
+    return future, past
+'''
+
+HEAD_SHARE_CHUNKS = '''
+def ideal_head_weights(targets, num_heads, seq_len):
+    """Contiguous chunks of ceil(k/h) targets; a head left without one helps the first target."""
+    per_head = math.ceil(len(targets) / num_heads)
+    weights = torch.zeros(num_heads, seq_len, dtype=torch.float64)
+    for head in range(num_heads):
+        mine = targets[head * per_head:(head + 1) * per_head] or targets[:1]
+        weights[head, mine] = 1.0 / len(mine)
+    return weights
+
+
+def guaranteed_share(weights, targets):
+    return float(min(max(float(weights[h, t]) for h in range(weights.shape[0])) for t in targets))
+'''
+
+PERMUTATION_ERROR_ONE_CALL = '''
+def permutation_error(module, x, perm, causal=False):
+    """Both routes through the module in one batched call."""
+    both = module(torch.cat([x.index_select(1, perm), x]), causal=causal)
+    first, after = both[: x.shape[0]], both[x.shape[0]:].index_select(1, perm)
+    return float(torch.amax(torch.abs(after - first)).detach())
+'''
+
 VARIANTS: list[Entry] = [
     Entry("var_mean-rsqrt-einsum", "var_mean + rsqrt layer norm; einsum attention with a -1e9 fill",
           replace={"layer_norm_function": LN_VAR_MEAN_RSQRT, "attention_functions": ATT_EINSUM}),
@@ -498,4 +541,11 @@ VARIANTS: list[Entry] = [
     Entry("nb-fused-qkv-einsum", "notebook: fused QKV and einsum attention",
           replace={"multi_head_attention_class": MHA_FUSED_QKV, "attention_functions": ATT_EINSUM},
           notebook=True),
+    Entry("md-batched-nudges", "mask_dependence with every nudge in one batched attention call; "
+          "largest_dependence by Python loops", replace={"mask_dependence_function": MASK_DEPENDENCE_BATCHED}),
+    Entry("hs-contiguous-chunks", "targets in contiguous chunks of ceil(k/h), idle heads on the first target, "
+          "float64 weights; guaranteed_share by Python min and max",
+          replace={"head_share_functions": HEAD_SHARE_CHUNKS}),
+    Entry("ob-one-batched-call", "permutation_error with both routes in one batched module call (index_select, "
+          "amax)", replace={"order_blindness_function": PERMUTATION_ERROR_ONE_CALL}),
 ]
