@@ -33,6 +33,7 @@ SOURCE, MODULE, RELEASE = TB.source_notebook, TB.solutions_module, TB.release_no
 
 # the parts and points the notebooks must carry: the manifest's, which add up to 100
 EXPECTED_PARTS = {part.name: part.points for part in load_rubric(TB.name).parts}
+PICTURES = set(load_rubric(TB.name).skip_when_unchanged)  # the locked plot cells grading never runs
 assert sum(EXPECTED_PARTS.values()) == 100
 CONTRACT = {"layer_norm", "LayerNorm", "causal_mask", "attention_weights", "scaled_dot_product_attention",
             "mask_dependence", "largest_dependence", "MultiHeadAttention", "ideal_head_weights", "guaranteed_share",
@@ -179,8 +180,8 @@ def test_grade_cells_match_the_rubric(path: Path) -> None:
 
 LOCKED_MARKDOWN = {"grade": False, "locked": True, "schema_version": 3, "solution": False, "task": False}
 ANSWER_META = {"grade": True, "locked": False, "points": 2, "schema_version": 3, "solution": True, "task": False}
-GOALS = re.compile(r"\*\*You will:\*\* \S.*\n\*\*Time:\*\* about (\d+) minutes · "
-                   r"\*\*Difficulty:\*\* (warm-up|core|stretch)")
+GOALS = re.compile(r"\*\*You will:\*\* \S.*?\n\n\*\*Time:\*\* about (\d+) minutes · "
+                   r"\*\*Difficulty:\*\* (warm-up|core|stretch)", re.S)
 HINT = re.compile(r"<details><summary>Hint (\d): [^<\n]+</summary>\n\n(.+?)</details>", re.S)
 
 
@@ -204,7 +205,11 @@ def test_every_part_has_goals_hints_and_a_question_where_students_meet_them(part
     assert _meta(cells[check - 1])["grade_id"] == f"{part}_hints", "the hints come right before the check cell"
     assert cells[check - 2]["cell_type"] == "code" and _meta(cells[check - 2]).get("solution"), \
         "the hints follow the part's last solution cell"
-    assert [c["id"] for c in cells[check + 1:check + 3]] == [f"{part}_question_prompt", f"{part}_answer"]
+    after = check + 1  # or after the part's picture, when the question asks about it
+    while _meta(cells[after]).get("grade_id") in PICTURES or _meta(cells[after]).get("grade_id", "").endswith("_intro") \
+            and _meta(cells[after + 1]).get("grade_id") in PICTURES:
+        after += 1
+    assert [c["id"] for c in cells[after:after + 2]] == [f"{part}_question_prompt", f"{part}_answer"]
     for suffix in ("goals", "hints", "question_prompt"):
         cell = cells[at[f"{part}_{suffix}"]]
         assert cell["cell_type"] == "markdown" and cell["id"] == f"{part}_{suffix}"

@@ -55,9 +55,9 @@ def test_the_rubric_knows_the_releases_cells_graded_by_hand_and_keeps_them_out_o
     answers = {c["metadata"]["nbgrader"]["grade_id"]: float(c["metadata"]["nbgrader"]["points"])
                for c in released["cells"] if c["metadata"]["nbgrader"].get("solution")
                and c["metadata"]["nbgrader"].get("grade")}
-    assert len(answers) == 5 and sum(answers.values()) == 10
+    assert len(answers) == 11 and sum(answers.values()) == 22
     rubric = load_rubric(TB.name)
-    assert rubric.graded_by_hand == answers and rubric.points_by_hand == 10 and rubric.max_score == 100
+    assert rubric.graded_by_hand == answers and rubric.points_by_hand == 22 and rubric.max_score == 100
     without = {**released, "cells": [c for c in released["cells"] if c["metadata"]["nbgrader"]["grade_id"]
                                      not in answers]}
     path = tmp_path / "n.ipynb"
@@ -88,7 +88,7 @@ def test_the_real_source_notebook_matches_the_rubric():
     source = TB.source_notebook
     notebook = json.loads(source.read_text(encoding="utf-8"))
     rubric = load_rubric(TB.name)
-    assert len(rubric.parts) == 8
+    assert len(rubric.parts) == 11
     assert release.rubric_mismatches(notebook, rubric.parts, str(source)) == []
 
 

@@ -33,8 +33,9 @@ def test_shipped_rubric_totals_100_and_names_existing_suites():
     shipped = load_rubric("transformer_block")
     assert shipped.max_score == 100
     assert {p.name: p.points for p in shipped.parts} == {
-        "layer_norm": 20, "attention": 25, "multi_head_attention": 25, "transformer_block": 20,
-        "gradient_experiment": 10}
+        "layer_norm": 15, "batch_dependence": 4, "attention": 20, "mask_dependence": 6, "multi_head_attention": 18,
+        "head_share": 5, "order_blindness": 4, "transformer_block": 14, "parameter_count": 3, "gradient_experiment": 6,
+        "norm_placement": 5}
     assert all(f.is_file() for f in shipped.suite_files())
 
 

@@ -1,5 +1,6 @@
 """Keep what is generated in sync, for every assignment: solutions/<name>.py from the source notebook's
-solution cells, and the source notebook's policy cell (what torch students may use) from the manifest.
+solution cells, the source notebook's policy cell (what torch students may use) from the manifest, and its
+table of parts (a markdown cell with grade_id `parts`, where it has one) from the manifest and the notebook.
 
 The source notebook is the single place the reference code is edited; the module is rendered from it:
 
@@ -84,6 +85,49 @@ def render_policy(rubric: Any, notebook: dict[str, Any] | None = None) -> str:
     ])
 
 
+_TIME = re.compile(r"\*\*Time:\*\*\s*about\s+(\d+)\s+minutes")
+_DEFINED = re.compile(r"^(?:def|class)\s+(\w+)", re.MULTILINE)
+
+
+def render_parts(rubric: Any, notebook: dict[str, Any]) -> str:
+    """The notebook's table of parts (a markdown cell with grade_id `parts`, where a notebook has one): each part
+    as its heading numbers it, its title and points from the manifest, what it asks students to write (the
+    names its solution cells define) and its time (from its `<part>_goals` cell); then the written answers."""
+    numbers, cells = part_numbers(notebook), notebook["cells"]
+    written = [nbgrader_meta(c) for c in cells if nbgrader_meta(c).get("grade") and nbgrader_meta(c).get("solution")
+               and c["cell_type"] == "markdown"]
+    names: dict[str, list[str]] = {}
+    pending: list[str] = []
+    minutes: dict[str, int] = {}
+    for cell in cells:
+        meta = nbgrader_meta(cell)
+        if cell["cell_type"] == "code" and meta.get("solution"):
+            pending += _DEFINED.findall(source_text(cell))
+        elif meta.get("grade") and not meta.get("solution"):
+            names[meta["grade_id"]], pending = pending, []
+        if (grade_id := meta.get("grade_id", "")).endswith("_goals") and (found := _TIME.search(source_text(cell))):
+            minutes[grade_id[:-len("_goals")]] = int(found.group(1))
+    in_notebook = sorted(rubric.parts, key=lambda p: list(names).index(p.name) if p.name in names else len(names))
+    rows = [f"| {numbers.get(p.name, '')} | {p.title} | {', '.join(f'`{n}`' for n in names.get(p.name, []))} | "
+            f"{f'{minutes[p.name]} min' if p.name in minutes else ''} | {p.points:g} |" for p in in_notebook]
+    total = sum(minutes.values())
+    lines = ["### The parts", "", "| Part | What you build | What you write | Time | Points |", "|---|---|---|---|---|",
+             *rows, f"| | **All parts** | | **about {total // 60} h {total % 60:02d} min** | **{rubric.max_score:g}** |"]
+    if written:
+        points = sum(float(m.get("points", 0)) for m in written)
+        lines += ["", f"Besides these, {len(written)} short questions ask for an answer in words "
+                      f"({points:g} points in all). Your instructor reads and grades them by hand: they are not part of "
+                      f"the {rubric.max_score:g} points the autograder gives."]
+    return "\n".join(lines)
+
+
+def _generated_cell(notebook: dict[str, Any], grade_id: str, required: bool = True) -> dict[str, Any] | None:
+    cells = [c for c in notebook["cells"] if nbgrader_meta(c).get("grade_id") == grade_id]
+    if len(cells) > 1 or (required and not cells):
+        raise ValueError(f"expected exactly one cell with grade_id {grade_id!r}, found {len(cells)}")
+    return cells[0] if cells else None
+
+
 def _policy_cell(notebook: dict[str, Any]) -> dict[str, Any]:
     cells = [c for c in notebook["cells"] if nbgrader_meta(c).get("grade_id") == Assignment.POLICY_GRADE_ID]
     if len(cells) != 1:
@@ -91,19 +135,27 @@ def _policy_cell(notebook: dict[str, Any]) -> dict[str, Any]:
     return cells[0]
 
 
+PARTS_GRADE_ID = "parts"  # a notebook's optional table of parts, generated like its policy cell
+
+
 def sync_policy(assignment: Assignment, write: bool, notebook_path: Path | None = None) -> bool:
-    """Whether the notebook's policy cell matches the manifest; with `write`, make it match."""
+    """Whether the notebook's generated cells (its policy cell, and its table of parts if it has one) match the
+    manifest and the notebook; with `write`, make them match."""
     from autograder.judging.rubric import load_rubric
 
     notebook_path = notebook_path or assignment.source_notebook
     notebook = json.loads(notebook_path.read_text(encoding="utf-8"))
     # against the source notebook: the release may not exist yet, and is generated from this one
-    cell, rendered = _policy_cell(notebook), render_policy(load_rubric(assignment.name, assignment.source_notebook),
-                                                               notebook)
-    if source_text(cell) == rendered:
+    rubric = load_rubric(assignment.name, assignment.source_notebook)
+    generated = [(_policy_cell(notebook), render_policy(rubric, notebook))]
+    if (parts := _generated_cell(notebook, PARTS_GRADE_ID, required=False)) is not None:
+        generated.append((parts, render_parts(rubric, notebook)))
+    stale = [(cell, rendered) for cell, rendered in generated if source_text(cell) != rendered]
+    if not stale:
         return True
     if write:
-        cell["source"] = rendered.splitlines(keepends=True)
+        for cell, rendered in stale:
+            cell["source"] = rendered.splitlines(keepends=True)
         notebook_path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return write
 
@@ -113,7 +165,8 @@ def sync(assignment: Assignment, write: bool) -> list[str]:
     command = "run `python -m autograder.authoring.notebook_sync write`"
     source = assignment.relative(assignment.source_notebook)
     if not sync_policy(assignment, write):
-        return [f"{source}: its policy cell differs from the manifest's forbidden operations; {command}"]
+        return [f"{source}: its policy cell or its table of parts differs from what the manifest and the notebook "
+                f"say; {command}"]
     rendered = render_solutions_module(assignment)
     module = assignment.solutions_module
     if write:
