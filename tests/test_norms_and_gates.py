@@ -1,7 +1,7 @@
 """The third assignment, norms_and_gates (RMSNorm and SwiGLU), written only through the authoring path: its
 generated files are fresh, its notebook's visible checks pass on the reference and fail on the release, its
-suites keep the kit's limits, its catalogue is caught at 100 %, and the command line and nbgrader grade it
-alike."""
+suites keep the kit's limits, its catalogue is caught at 100 %, the command line and nbgrader grade it alike,
+and its notebook has the kit's shape for students (goals, hints, written answers graded by hand)."""
 from __future__ import annotations
 
 import ast
@@ -20,6 +20,7 @@ from autograder.judging import judge
 from autograder.judging.checks import comparison
 from autograder.judging.rubric import load_rubric, score
 from autograder.model.submission import ModuleSubmission
+import notebook_shape
 from conftest import grade_class_both_ways
 from test_hidden_suites import TESTS_PER_PART, CountingSubmission
 
@@ -85,6 +86,23 @@ def test_its_notebook_checks_pass_on_the_reference_and_fail_on_the_release(capsy
                 solution_lines.add(line.strip())
     released = {line.strip() for c in _cells(ASSIGNMENT.release_notebook) for line in source_text(c).split("\n")}
     assert len(solution_lines) >= 8 and not solution_lines & released, sorted(solution_lines & released)
+
+
+@pytest.mark.parametrize("part", ["rms_norm", "swiglu"])
+def test_each_part_has_goals_hints_and_a_question_where_students_meet_them(part):
+    notebook_shape.assert_part_steps(ASSIGNMENT, part)
+
+
+def test_its_written_answers_are_graded_by_hand_apart_from_the_autograded_100():
+    notebook_shape.assert_written_answers(ASSIGNMENT)
+    rubric = load_rubric(NAME)
+    assert rubric.max_score == 100 and rubric.graded_by_hand == {"rms_norm_answer": 2.0, "swiglu_answer": 2.0}
+
+
+def test_it_says_how_it_works_and_tables_its_parts():
+    notebook_shape.assert_how_to_work_and_parts(ASSIGNMENT)
+    parts = source_text(next(c for c in _cells(ASSIGNMENT.source_notebook) if c["id"] == "parts"))
+    assert "| 1 | RMSNorm | `rms_norm`, `RMSNorm` | 20 min | 50 |" in parts and "**about 40 min**" in parts
 
 
 @pytest.fixture(scope="module")

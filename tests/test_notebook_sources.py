@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 import shutil
 import sys
 import time
@@ -23,10 +22,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+import notebook_shape  # noqa: E402
 from autograder.authoring import notebook_sync, release  # noqa: E402
 from autograder.judging.rubric import load_rubric  # noqa: E402
 from autograder.authoring.assignment import (BEGIN_MARKER, END_MARKER, Assignment,  # noqa: E402
-                                             source_text, strip_solution_markers)
+                                             nbgrader_meta, source_text, strip_solution_markers)
 
 TB = Assignment("transformer_block")
 SOURCE, MODULE, RELEASE = TB.source_notebook, TB.solutions_module, TB.release_notebook
@@ -63,30 +63,12 @@ STUB_CALLS: dict[str, Callable[[dict[str, Any]], Any]] = {
 assert set(STUB_CALLS) == CONTRACT
 
 
-def _cells(path: Path) -> list[dict[str, Any]]:
-    return json.loads(path.read_text(encoding="utf-8"))["cells"]
-
-
-def _meta(cell: dict[str, Any]) -> dict[str, Any]:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-def _source(cell: dict[str, Any]) -> str:
-    source = cell["source"]
-    return "".join(source) if isinstance(source, list) else source
+_cells, _grade_cells = notebook_shape.cells, notebook_shape.grade_cells
+_meta, _source = nbgrader_meta, source_text
 
 
 def _solution_cells(path: Path) -> list[str]:
     return [_source(c) for c in _cells(path) if c["cell_type"] == "code" and _meta(c).get("solution")]
-
-
-def _grade_cells(path: Path) -> list[dict[str, Any]]:
-    """The autograded test cells (the written answers are grade cells too, graded by hand)."""
-    return [c for c in _cells(path) if _meta(c).get("grade") and not _meta(c).get("solution")]
-
-
-def _answer_cells(path: Path) -> list[dict[str, Any]]:
-    return [c for c in _cells(path) if _meta(c).get("grade") and _meta(c).get("solution")]
 
 
 @pytest.fixture(scope="module")
@@ -176,85 +158,20 @@ def test_grade_cells_match_the_rubric(path: Path) -> None:
     assert len(grade_ids) == len(set(grade_ids)), "nbgrader needs unique grade_ids"
 
 
-# --- steps for students: goals, hints, a written question per part ----------------------------------------
-
-LOCKED_MARKDOWN = {"grade": False, "locked": True, "schema_version": 3, "solution": False, "task": False}
-ANSWER_META = {"grade": True, "locked": False, "points": 2, "schema_version": 3, "solution": True, "task": False}
-GOALS = re.compile(r"\*\*You will:\*\* \S.*?\n\n\*\*Time:\*\* about (\d+) minutes · "
-                   r"\*\*Difficulty:\*\* (warm-up|core|stretch)", re.S)
-HINT = re.compile(r"<details><summary>Hint (\d): [^<\n]+</summary>\n\n(.+?)</details>", re.S)
-
-
-def _by_id(cells: list[dict[str, Any]]) -> dict[str, int]:
-    return {_meta(c)["grade_id"]: i for i, c in enumerate(cells)}
-
-
-def _reference_lines() -> set[str]:
-    """The reference's code lines that say something (not `else:` or a bare `return x`)."""
-    return {line.strip() for code in TB.solution_code().values() for line in code.split("\n")
-            if len(line.strip()) >= 16 and not line.strip().startswith(('"""', "#"))}
-
+# --- steps for students: goals, hints, a written question per part (the checks in notebook_shape.py) ---------
 
 @pytest.mark.parametrize("part", sorted(EXPECTED_PARTS))
 def test_every_part_has_goals_hints_and_a_question_where_students_meet_them(part: str) -> None:
-    cells = _cells(SOURCE)
-    at = _by_id(cells)
-    check = at[part]
-    heading = max(i for i, c in enumerate(cells[:check]) if _source(c).startswith("## Part "))
-    assert cells[heading + 1]["id"] == f"{part}_goals", "the goals come right after the part's heading"
-    assert _meta(cells[check - 1])["grade_id"] == f"{part}_hints", "the hints come right before the check cell"
-    assert cells[check - 2]["cell_type"] == "code" and _meta(cells[check - 2]).get("solution"), \
-        "the hints follow the part's last solution cell"
-    after = check + 1  # or after the part's picture, when the question asks about it
-    while _meta(cells[after]).get("grade_id") in PICTURES or _meta(cells[after]).get("grade_id", "").endswith("_intro") \
-            and _meta(cells[after + 1]).get("grade_id") in PICTURES:
-        after += 1
-    assert [c["id"] for c in cells[after:after + 2]] == [f"{part}_question_prompt", f"{part}_answer"]
-    for suffix in ("goals", "hints", "question_prompt"):
-        cell = cells[at[f"{part}_{suffix}"]]
-        assert cell["cell_type"] == "markdown" and cell["id"] == f"{part}_{suffix}"
-        assert _meta(cell) == {**LOCKED_MARKDOWN, "grade_id": f"{part}_{suffix}"}
-
-    goals = GOALS.fullmatch(_source(cells[at[f"{part}_goals"]]))
-    assert goals and 10 <= int(goals.group(1)) <= 60, _source(cells[at[f"{part}_goals"]])
-    hints = _source(cells[at[f"{part}_hints"]])
-    staged = HINT.findall(hints)
-    assert 2 <= len(staged) <= 3 and [int(n) for n, _ in staged] == list(range(1, len(staged) + 1)), hints
-    assert hints.count("<details>") == hints.count("</details>") == len(staged)
-    assert "```" not in hints, "hints give ideas, never code blocks"
-    leaked = {line for line in _reference_lines() if line in hints}
-    assert not leaked, f"the hints of {part} quote the reference: {leaked}"
-    assert _source(cells[at[f"{part}_question_prompt"]]).startswith(
-        "**Question (2 points, read by your instructor).** ")
+    notebook_shape.assert_part_steps(TB, part, PICTURES)
 
 
 def test_the_written_answers_are_manually_graded_cells_with_model_answers_in_the_source_only() -> None:
-    source, released = _answer_cells(SOURCE), _answer_cells(RELEASE)
-    assert [c["id"] for c in source] == [f"{part}_answer" for part in EXPECTED_PARTS]
-    for cell in source:
-        assert cell["cell_type"] == "markdown" and _meta(cell) == {**ANSWER_META, "grade_id": cell["id"]}
-        assert 150 < len(_source(cell)) < 900, f"{cell['id']}: a model answer is a few sentences"
-    release_text = RELEASE.read_text(encoding="utf-8")
-    for cell in released:
-        assert _source(cell) == "YOUR ANSWER HERE" and _meta(cell)["points"] == 2 and not _meta(cell)["locked"]
-    for model in (_source(c) for c in source):
-        assert not [line for line in model.split("\n") if len(line) > 30 and line in release_text], \
-            "a model answer leaked into the release"
-    # kept apart from the autograded 100, which the rubric's parts alone make up
-    assert sum(_meta(c)["points"] for c in _grade_cells(RELEASE)) == sum(EXPECTED_PARTS.values()) == 100
-    assert load_rubric(TB.name).graded_by_hand == {c["id"]: 2.0 for c in released}
+    notebook_shape.assert_written_answers(TB)
+    assert sum(EXPECTED_PARTS.values()) == 100
 
 
 def test_how_this_notebook_works_follows_the_policy_cell() -> None:
-    for path in (SOURCE, RELEASE):
-        cells = _cells(path)
-        at = _by_id(cells)
-        assert at["how_to_work"] == at[Assignment.POLICY_GRADE_ID] + 1
-        cell = cells[at["how_to_work"]]
-        assert cell["cell_type"] == "markdown" and _meta(cell)["locked"] and not _meta(cell)["grade"]
-        text = _source(cell)
-        for says in ("You will:", "one at a time", "by hand", "100"):
-            assert says in text, says
+    notebook_shape.assert_how_to_work_and_parts(TB)
 
 
 # --- the release --------------------------------------------------------------------------------------------

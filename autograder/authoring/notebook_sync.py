@@ -111,8 +111,9 @@ def render_parts(rubric: Any, notebook: dict[str, Any]) -> str:
     rows = [f"| {numbers.get(p.name, '')} | {p.title} | {', '.join(f'`{n}`' for n in names.get(p.name, []))} | "
             f"{f'{minutes[p.name]} min' if p.name in minutes else ''} | {p.points:g} |" for p in in_notebook]
     total = sum(minutes.values())
+    duration = f"{total // 60} h {total % 60:02d} min" if total >= 60 else f"{total} min"  # not "0 h 40 min"
     lines = ["### The parts", "", "| Part | What you build | What you write | Time | Points |", "|---|---|---|---|---|",
-             *rows, f"| | **All parts** | | **about {total // 60} h {total % 60:02d} min** | **{rubric.max_score:g}** |"]
+             *rows, f"| | **All parts** | | **about {duration}** | **{rubric.max_score:g}** |"]
     if written:
         points = sum(float(m.get("points", 0)) for m in written)
         lines += ["", f"Besides these, {len(written)} short questions ask for an answer in words "
