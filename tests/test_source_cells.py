@@ -8,6 +8,7 @@ import pytest
 
 from autograder.host import intake, source_cells
 from autograder.host.source_cells import UnreadableSubmission, neutralise, read_cells
+from autograder.judging.rubric import load_rubric
 
 
 def test_ipython_syntax_is_neutralised():
@@ -192,8 +193,6 @@ def _code_index(notebook, grade_id):
 
 
 def _read_graded(tmp_path, notebook):
-    from autograder.judging.rubric import load_rubric
-
     path = tmp_path / "s.ipynb"
     path.write_text(json.dumps(notebook, indent=1))
     return read_cells(path, load_rubric("transformer_block").skip_when_unchanged), read_cells(path)
@@ -203,14 +202,15 @@ def test_unchanged_plot_cells_are_stand_ins_and_keep_their_numbers(tmp_path):
     notebook = _release_class_notebook()
     graded, everything = _read_graded(tmp_path, notebook)
     assert len(graded) == len(everything)
-    for grade_id in ("heads_plot", "gradient_plot"):
+    skipped = load_rubric("transformer_block").skip_when_unchanged
+    for grade_id in ("heads_plot", "gradient_plot", "placement_plot"):
         index = _code_index(notebook, grade_id)
         assert "matplotlib" in everything[index] and graded[index] == source_cells.UNCHANGED_CELL_STANDIN
     # the locked setup cell and every solution cell run
     assert graded[_code_index(notebook, "imports")] == everything[_code_index(notebook, "imports")]
     assert graded[_code_index(notebook, "imports")].startswith("import math")
     changed = [i for i, (a, b) in enumerate(zip(graded, everything)) if a != b]
-    assert len(changed) == 2
+    assert changed == sorted(_code_index(notebook, grade_id) for grade_id in skipped)
 
 
 def test_an_edited_locked_plot_cell_is_still_the_release_s(tmp_path):
@@ -248,8 +248,6 @@ def test_an_unchanged_plot_cell_is_recognised_whatever_its_line_ends_and_line_sp
 
 
 def test_a_python_file_has_no_cells_to_skip(tmp_path):
-    from autograder.judging.rubric import load_rubric
-
     skippable = load_rubric("transformer_block").skip_when_unchanged
     path = tmp_path / "s.py"
     path.write_text("\n".join(f"# %%\n{source}" for source in skippable.values()))
@@ -261,7 +259,6 @@ def test_a_name_defined_only_in_an_edited_locked_cell_is_not_defined_when_graded
     """End to end through the real grader: the student's edit of a locked plot cell is not run (nbgrader would
     restore the cell), so code after it that needs what the edit defined fails, in its own part only."""
     from autograder.grading import grade_file
-    from autograder.judging.rubric import load_rubric
     from autograder.model.limits import Limits
 
     notebook = _release_class_notebook()
@@ -275,6 +272,9 @@ def test_a_name_defined_only_in_an_edited_locked_cell_is_not_defined_when_graded
     result = grade_file(path, load_rubric("transformer_block"), Limits())
     scores = {p.part.name: (p.score, p.part.points) for p in result.parts}
     assert scores.pop("transformer_block")[0] == 0
+    # the parts that measure the student's own block lose what it costs them; no other part loses anything
+    built_on_it = [p.name for p in load_rubric("transformer_block").parts if "transformer_block" in p.built_on]
+    assert built_on_it and all(scores[name][0] < scores.pop(name)[1] for name in built_on_it), scores
     assert all(abs(score - points) < 1e-9 for score, points in scores.values()), scores
     messages = [t.message for p in result.parts if p.part.name == "transformer_block" for t in p.tests]
     assert any("FEED_FORWARD_ACTIVATION" in m for m in messages), messages[:3]
@@ -287,7 +287,8 @@ def test_written_answers_are_never_run_and_change_nothing_that_is_graded(tmp_pat
 
     notebook = _release_class_notebook()
     answers = [c for c in notebook["cells"] if is_written_answer(c)]
-    assert len(answers) == 5 and all(c["cell_type"] == "markdown" and len(_text(c)) > 100 for c in answers)
+    assert len(answers) == len(load_rubric("transformer_block").parts)
+    assert all(c["cell_type"] == "markdown" and len(_text(c)) > 100 for c in answers)
     graded, _ = _read_graded(tmp_path, notebook)
     for cell in answers:
         cell["source"] = "LayerNorm = None\nraise SystemExit('not run')\n"
@@ -303,8 +304,7 @@ def test_the_grade_of_a_notebook_with_written_answers_is_the_autograded_100_and_
     the result keeps max_score 100 and says which points the instructor grades by hand."""
     from autograder.authoring.assignment import is_written_answer
     from autograder.grading import grade_file
-    from autograder.judging.rubric import load_rubric
-    from autograder.host.limits import Limits
+    from autograder.model.limits import Limits
     from autograder.reports.results import from_gradescope, gradescope, summary
 
     notebook = _release_class_notebook()
@@ -315,9 +315,10 @@ def test_the_grade_of_a_notebook_with_written_answers_is_the_autograded_100_and_
     rubric = load_rubric("transformer_block")
     result = grade_file(path, rubric, Limits())
     assert (result.score, result.max_score) == (100, 100)
-    assert result.graded_by_hand == rubric.graded_by_hand and len(rubric.graded_by_hand) == 5
-    assert summary(result).split("\n")[:2] == [
-        "transformer_block: 100 / 100", "Graded by hand: 5 written answers (10 points), not included in this score"]
+    answers = len(rubric.graded_by_hand)
+    assert result.graded_by_hand == rubric.graded_by_hand and answers == len(rubric.parts)
+    assert summary(result).split("\n")[:2] == ["transformer_block: 100 / 100", f"Graded by hand: {answers} written "
+                                               f"answers ({2 * answers} points), not included in this score"]
     report = gradescope(result)
     assert (report["score"], report["max_score"]) == (100, 100)
     assert report["extra_data"]["graded_by_hand"] == {name: 2.0 for name in rubric.graded_by_hand}
