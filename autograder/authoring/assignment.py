@@ -102,10 +102,11 @@ class Assignment:
         return str(path.relative_to(self.root)) if path.is_relative_to(self.root) else str(path)
 
     def solution_code(self) -> dict[str, str]:
-        """grade_id -> the reference code of each solution cell of the source notebook, markers removed."""
+        """grade_id -> the reference code of each solution code cell of the source notebook, markers removed
+        (the written answers, markdown solution cells graded by hand, are not code)."""
         source = json.loads(self.source_notebook.read_text(encoding="utf-8"))
         return {nbgrader_meta(c)["grade_id"]: strip_solution_markers(source_text(c))
-                for c in source["cells"] if nbgrader_meta(c).get("solution")}
+                for c in source["cells"] if c["cell_type"] == "code" and nbgrader_meta(c).get("solution")}
 
     def imports_cell(self, notebook: dict[str, Any]) -> str:
         cells = [c for c in notebook["cells"] if c["cell_type"] == "code"

@@ -86,11 +86,12 @@ REFERENCE = Entry("reference", "the reference solution, unchanged")
 
 
 def release_cells(assignment: str | Assignment) -> dict[str, str]:
-    """grade_id -> code of each solution cell as released: the stubs that raise NotImplementedError (for
-    entries that hand in the release's cells, such as "nothing implemented")."""
+    """grade_id -> code of each solution code cell as released: the stubs that raise NotImplementedError (for
+    entries that hand in the release's cells, such as "nothing implemented"); the written answers are not code."""
     assignment = assignment if isinstance(assignment, Assignment) else Assignment(assignment)
     release = json.loads(assignment.release_notebook.read_text(encoding="utf-8"))
-    return {nbgrader_meta(c)["grade_id"]: source_text(c) for c in release["cells"] if nbgrader_meta(c).get("solution")}
+    return {nbgrader_meta(c)["grade_id"]: source_text(c) for c in release["cells"]
+            if c["cell_type"] == "code" and nbgrader_meta(c).get("solution")}
 CATALOGUE_KEYS = {"determinism", "demo"}
 
 

@@ -69,8 +69,8 @@ def _stubs(keep_constructors: bool = False) -> dict[str, str]:
     cells = {}
     source = Assignment("gpt_decoder").source_notebook
     for cell in json.loads(source.read_text(encoding="utf-8"))["cells"]:
-        if not nbgrader_meta(cell).get("solution"):
-            continue
+        if cell["cell_type"] != "code" or not nbgrader_meta(cell).get("solution"):
+            continue  # the written answers are markdown, graded by hand
         out, inside, keep, last_def = [], False, False, ""
         for line in source_text(cell).split("\n"):
             stripped = line.strip()
