@@ -3,8 +3,12 @@ fresh, its catalogue is caught at 100 %, and the command line and nbgrader grade
 from __future__ import annotations
 
 import json
+import re
 
+import nbformat
 import pytest
+import torch
+from nbclient import NotebookClient
 
 from autograder.authoring import check_suite, notebook_sync, release
 from autograder.authoring.assignment import Assignment, assignment_names
@@ -59,6 +63,30 @@ def test_the_command_line_and_nbgrader_grade_it_alike(tmp_path):
     course.nbgrader("generate_feedback", NAME, "--force")
     for student in students:
         assert (course.root / "feedback" / student / NAME / f"{NAME}.html").is_file(), student
+
+
+def test_its_source_notebook_trains_once_and_draws_the_look_back(monkeypatch, tmp_path):
+    """Top to bottom, with matplotlib's inline pictures (MPLBACKEND unset, as in JupyterLab): every check cell
+    passes, the plots draw the check cell's one 300-step run instead of training again, and in the trained
+    model's attention one head puts nearly all its weight 3 positions back (the token 4 before the predicted
+    one)."""
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    notebook = nbformat.read(Assignment(NAME).source_notebook, as_version=4)
+    NotebookClient(notebook, timeout=600, kernel_name="python3",  # 11 s on 2 idle cores; far more under load
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    cells = {cell.metadata.get("nbgrader", {}).get("grade_id"): cell for cell in notebook.cells}
+    printed = {grade_id: "".join(o.get("text", "") for o in cell.get("outputs", []) if o.output_type == "stream")
+               for grade_id, cell in cells.items()}
+    for part in load_rubric(NAME).parts:
+        assert "all visible checks passed" in printed[part.name], (part.name, printed[part.name])
+    assert printed["setup"].startswith(f"DEVICE = '{'cuda' if torch.cuda.is_available() else 'cpu'}'"), printed["setup"]
+    for plot in ("training_plot", "attention_plot"):
+        assert "train_toy_model" not in cells[plot].source, f"{plot} trains again"
+        assert any("image/png" in o.get("data", {}) for o in cells[plot].outputs), f"{plot} drew nothing"
+    back = [float(w) for w in re.findall(r"average weight 3 positions back (\d\.\d\d)", printed["attention_plot"])]
+    assert len(back) == 2 and max(back) > 0.9, printed["attention_plot"]
+    assert {"setup", "training_plot", "attention_plot"} <= set(load_rubric(NAME).skip_when_unchanged)
+    assert list(tmp_path.iterdir()) == [], "the notebook must not write files"
 
 
 def test_no_assignments_hidden_files_are_visible_in_its_sandbox():

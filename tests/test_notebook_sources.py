@@ -246,6 +246,12 @@ def test_slow_source_notebook_executes(monkeypatch: pytest.MonkeyPatch, tmp_path
         if _meta(cell).get("grade") and not _meta(cell).get("solution"):
             printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
             assert "all visible checks passed" in printed, f"check cell {_meta(cell)['grade_id']}: {printed!r}"
+    printed = {_meta(c).get("grade_id"): "".join(o.get("text", "") for o in c.outputs if o.output_type == "stream")
+               for c in notebook.cells if c.cell_type == "code"}
+    gpu = torch.cuda.is_available()  # the CUDA branch of both cells is correct by construction, unobserved here
+    assert printed["setup"].startswith(f"DEVICE = '{'cuda' if gpu else 'cpu'}'"), printed["setup"]
+    assert printed["gpu_check"].startswith("GPU check passed" if gpu else "GPU check skipped"), printed["gpu_check"]
+    assert {"setup", "gpu_check"} <= set(load_rubric(TB.name).skip_when_unchanged), "grading must not run them"
     assert list(tmp_path.iterdir()) == [], "the notebook must not write files"
 
 

@@ -92,9 +92,9 @@ def test_the_real_source_notebook_matches_the_rubric():
     assert release.rubric_mismatches(notebook, rubric.parts, str(source)) == []
 
 
-def test_the_shipped_rubric_skips_the_three_plots_as_released():
+def test_the_shipped_rubric_skips_the_plots_and_the_device_cells_as_released():
     skippable = load_rubric(TB.name).skip_when_unchanged
-    assert set(skippable) == {"heads_plot", "gradient_plot", "placement_plot"}
+    assert set(skippable) == {"setup", "heads_plot", "gradient_plot", "placement_plot", "gpu_check"}
     released = json.loads((TB.release_notebook).read_text(encoding="utf-8"))
     by_id = {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]) for c in released["cells"]}
     assert skippable == {k: by_id[k] for k in skippable}

@@ -203,9 +203,10 @@ def test_unchanged_plot_cells_are_stand_ins_and_keep_their_numbers(tmp_path):
     graded, everything = _read_graded(tmp_path, notebook)
     assert len(graded) == len(everything)
     skipped = load_rubric("transformer_block").skip_when_unchanged
-    for grade_id in ("heads_plot", "gradient_plot", "placement_plot"):
+    for grade_id, text in (("heads_plot", "matplotlib"), ("gradient_plot", "matplotlib"), ("placement_plot", "matplotlib"),
+                           ("setup", "DEVICE"), ("gpu_check", "DEVICE")):
         index = _code_index(notebook, grade_id)
-        assert "matplotlib" in everything[index] and graded[index] == source_cells.UNCHANGED_CELL_STANDIN
+        assert text in everything[index] and graded[index] == source_cells.UNCHANGED_CELL_STANDIN
     # the locked setup cell and every solution cell run
     assert graded[_code_index(notebook, "imports")] == everything[_code_index(notebook, "imports")]
     assert graded[_code_index(notebook, "imports")].startswith("import math")
@@ -252,7 +253,7 @@ def test_a_python_file_has_no_cells_to_skip(tmp_path):
     path = tmp_path / "s.py"
     path.write_text("\n".join(f"# %%\n{source}" for source in skippable.values()))
     assert read_cells(path, skippable) == read_cells(path)
-    assert all("matplotlib" in cell for cell in read_cells(path, skippable))
+    assert all("matplotlib" in cell or "DEVICE" in cell for cell in read_cells(path, skippable))
 
 
 def test_a_name_defined_only_in_an_edited_locked_cell_is_not_defined_when_graded(tmp_path):
