@@ -102,3 +102,21 @@ def test_an_unwritable_folder_costs_only_the_computation(tmp_path, monkeypatch):
         reference(2)
     store.save()
     assert calls == [2]
+
+
+def test_a_reference_works_on_copies_of_its_arguments():
+    """A reference that changes an argument (x.requires_grad_(), an in-place op) changes nothing the caller holds:
+    otherwise the caller's next reference would be keyed on the changed value in the process that computed the
+    first one and on the unchanged one in a process that read it from the store."""
+    def mutating(x):
+        x.requires_grad_()
+        with torch.no_grad():
+            x.add_(1)
+        return float(x.sum())
+    reference = caching.once(mutating)
+    x = torch.zeros(3)
+    assert reference(x) == 3.0 and not x.requires_grad and torch.equal(x, torch.zeros(3))
+    grad_needed = torch.zeros(2, requires_grad=True)
+    seen = []
+    caching.once(lambda t: seen.append(t.requires_grad) or 0.0)(grad_needed)
+    assert seen == [True]  # a copy as the argument was: needing a gradient if it did

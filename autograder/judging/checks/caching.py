@@ -23,16 +23,19 @@ def _value_key(value):
         return ("dict", tuple((k, _value_key(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, tuple(_value_key(v) for v in value))
+    if isinstance(value, (set, frozenset)):  # in an order that is the same in every process (not hash order)
+        return (type(value).__name__, tuple(sorted((_value_key(v) for v in value), key=repr)))
     return (type(value).__name__, value)
 
 
-def _copied(value):
+def _copied(value, keep_grad: bool = False):
     if isinstance(value, torch.Tensor):
-        return value.detach().clone()
+        copy = value.detach().clone()
+        return copy.requires_grad_() if keep_grad and value.requires_grad else copy
     if isinstance(value, dict):
-        return {k: _copied(v) for k, v in value.items()}
+        return {k: _copied(v, keep_grad) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_copied(v) for v in value)
+        return type(value)(_copied(v, keep_grad) for v in value)
     return value
 
 
@@ -124,7 +127,9 @@ def once(fn: Callable[..., Any]) -> Callable[..., Any]:
                 if found:
                     results[key] = value
                     return _copied(value)
-            results[key] = _copied(fn(*args, **kwargs))
+            # on copies of the arguments: a reference that changed one (x.requires_grad_(), say) would change the
+            # key of the next reference called with it, in this process and not in one that read this one
+            results[key] = _copied(fn(*_copied(args, keep_grad=True), **_copied(kwargs, keep_grad=True)))
             if name is not None:
                 stored.put(name, results[key])
         return _copied(results[key])
