@@ -56,7 +56,8 @@ def test_killed_batch_resumes_without_regrading_or_losing_results(tmp_path):
     assert "s0: already graded, kept" in done.stderr
     assert first.stat().st_mtime_ns == kept
     rows = (out / "grades.csv").read_text().splitlines()
-    assert rows[1:] == [f"s{i},100,100,20,25,25,20,10" for i in range(3)]
+    points = ",".join(f"{p.points:g}" for p in load_rubric("transformer_block").parts)
+    assert rows[1:] == [f"s{i},100,100,{points}" for i in range(3)]
 
 
 def test_changed_submission_is_regraded(tmp_path):
@@ -207,7 +208,7 @@ def test_grade_all_says_what_grades_csv_leaves_to_the_instructor(tmp_path):
     rubric, said = load_rubric("transformer_block"), []
     finish(tmp_path, [], rubric, said.append)
     assert (tmp_path / "grades.csv").read_text().startswith("student,score,max_score,layer_norm,")
-    assert said == ["grades.csv holds the autograded points only (max 100): each notebook's 5 written answers "
-                    "(10 points: layer_norm_answer, attention_answer, multi_head_attention_answer, "
-                    "transformer_block_answer, gradient_experiment_answer) are graded by hand, e.g. in nbgrader's "
-                    "formgrader"]
+    answers = ", ".join(rubric.graded_by_hand)
+    assert len(rubric.graded_by_hand) == len(rubric.parts) and said == [
+        f"grades.csv holds the autograded points only (max 100): each notebook's {len(rubric.parts)} written answers "
+        f"({rubric.points_by_hand:g} points: {answers}) are graded by hand, e.g. in nbgrader's formgrader"]

@@ -160,7 +160,7 @@ def results_folder(folder: Path, students: dict[str, tuple[float, dict[str, floa
 
 def test_the_lms_command_writes_grade_alls_results_for_canvas_and_moodle(tmp_path, capsys):
     rubric = load_rubric(ASSIGNMENT)
-    folder = results_folder(tmp_path / "results", {"alice": (100, {}), "bob": (91.25, {"layer_norm": 11.25}),
+    folder = results_folder(tmp_path / "results", {"alice": (100, {}), "bob": (96.25, {"layer_norm": 11.25}),
                                                    "=cmd|' -C calc'!A0": (0, {p.name: 0 for p in rubric.parts})})
     out = tmp_path / "canvas.csv"
     assert cli.main(["lms", str(folder), "--format", "canvas", "-o", str(out), "--title", "Transformer block",
@@ -169,13 +169,13 @@ def test_the_lms_command_writes_grade_alls_results_for_canvas_and_moodle(tmp_pat
     assert sheet["columns"] == [("Transformer block", "98765"), ("Transformer block: layer_norm", "111"),
                                 *((f"Transformer block: {p.name}", None) for p in rubric.parts[1:])]
     assert sheet["points"] == [rubric.max_score, *(p.points for p in rubric.parts)]
-    assert sheet["students"]["bob"]["scores"] == [91.25, 11.25, *(p.points for p in rubric.parts[1:])]
+    assert sheet["students"]["bob"]["scores"] == [96.25, 11.25, *(p.points for p in rubric.parts[1:])]
     assert sheet["students"]["'=cmd|' -C calc'!A0"]["scores"] == [0] * (1 + len(rubric.parts))
     assert "3 students, canvas" in capsys.readouterr().err
     moodle = tmp_path / "moodle.csv"
     assert lms_command.main([str(folder), "--format", "moodle", "-o", str(moodle), "--no-parts"]) == 0
     users = read_moodle(moodle.read_text(encoding="utf-8"))
-    assert users["items"] == [ASSIGNMENT] and users["users"]["bob"][ASSIGNMENT] == "91.25"
+    assert users["items"] == [ASSIGNMENT] and users["users"]["bob"][ASSIGNMENT] == "96.25"
 
 
 def test_the_lms_command_refuses_what_is_not_a_finished_grade_all_run(tmp_path, capsys):

@@ -100,9 +100,9 @@ def test_the_gradebook_leaves_the_written_answers_for_manual_grading_beside_the_
 
     course, _, _ = graded_course
     by_hand, parts = load_rubric(ASSIGNMENT).graded_by_hand, {p.name: p.points for p in load_rubric(ASSIGNMENT).parts}
-    assert len(by_hand) == 5 and not set(by_hand) & set(parts)
+    assert len(by_hand) == len(parts) and not set(by_hand) & set(parts)
     with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}", COURSE_ID) as gradebook:
-        assert gradebook.find_assignment(ASSIGNMENT).max_score == sum(parts.values()) + sum(by_hand.values()) == 110
+        assert gradebook.find_assignment(ASSIGNMENT).max_score == sum(parts.values()) + sum(by_hand.values()) == 100 + 2 * len(parts)
         for student, autograded_score, answered in (("alice", 100, True), ("carol", 0, False)):
             notebook = gradebook.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student)
             grades = {grade.name: grade for grade in notebook.grades}
@@ -232,6 +232,8 @@ def test_test_cells_carry_nbgraders_partial_credit(graded_course):
 
 ODD = ("odd-pasted", "odd-marked", "odd-bom", "odd-locked", "odd-deleted", "odd-bare", "odd-broken")
 NOT_JSON = f"{ASSIGNMENT}.ipynb is not valid JSON (line 1): not a notebook"
+# the work left in the locked plot cell is not graded: gradient_experiment, which it holds, scores 0
+GRADIENT_POINTS = next(p.points for p in load_rubric(ASSIGNMENT).parts if p.name == "gradient_experiment")
 
 
 def _grade_id(cell: dict) -> str | None:
@@ -284,7 +286,7 @@ def test_odd_notebooks_score_the_same_fresh_reusing_and_through_grade_all(graded
     _, _, grades = graded_course
     fresh, batch = scores(grades), scores(cli_results / "grades.csv", "student")
     assert 0 < fresh["bob"] < 100  # the same mistake, with its test cell in place
-    expected = {"odd-pasted": 100, "odd-marked": 100, "odd-bom": 100, "odd-locked": 90, "odd-deleted": fresh["bob"],
+    expected = {"odd-pasted": 100, "odd-marked": 100, "odd-bom": 100, "odd-locked": 100 - GRADIENT_POINTS, "odd-deleted": fresh["bob"],
                 "odd-bare": 100, "odd-broken": 0}
     assert set(expected) == set(ODD)
     for student, score in expected.items():

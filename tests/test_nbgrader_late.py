@@ -82,5 +82,5 @@ def test_the_canvas_export_carries_the_penalised_total_and_the_parts_before_it(l
         assert bob["scores"][0] == pytest.approx(float(grades.rows["bob"]["score"]), abs=1e-3)
         assert sum(bob["scores"][1:]) == pytest.approx(bob["scores"][0], abs=1e-3)
         # the total is nbgrader's, the written answers (graded by hand, no column of their own) included
-        assert canvas["points"][0] == 100 + load_rubric(ASSIGNMENT).points_by_hand == 110
+        assert canvas["points"][0] == 100 + load_rubric(ASSIGNMENT).points_by_hand == 122
         assert sum(canvas["points"][1:]) == 100
