@@ -260,3 +260,18 @@ def test_an_unknown_assignment_is_a_usage_error(tool, capsys) -> None:
     with pytest.raises(SystemExit) as stopped:
         tool.main(["check", "--assignment", "nope"])
     assert stopped.value.code == 2 and "no assignment 'nope'" in capsys.readouterr().err
+
+
+def test_the_table_of_parts_is_generated_from_the_manifest_and_the_notebook(tmp_path: Path) -> None:
+    """Each part's number, title, names, time and points in the notebook's `parts` cell come from the manifest and
+    the notebook's own cells; a hand edit there, or a changed time in a goals cell, is caught as stale."""
+    notebook = json.loads(SOURCE.read_text(encoding="utf-8"))
+    table = source_text(next(c for c in notebook["cells"] if c["id"] == notebook_sync.PARTS_GRADE_ID))
+    assert table == notebook_sync.render_parts(load_rubric(TB.name), notebook)
+    assert "| 2b | Measuring what the mask hides | `mask_dependence`, `largest_dependence` | 25 min | 6 |" in table
+    assert f"| **{sum(EXPECTED_PARTS.values()):g}** |" in table and "11 short questions" in table
+    copy = tmp_path / "n.ipynb"
+    for edit in (("| 25 min | 6 |", "| 25 min | 7 |"), ("**Time:** about 25 minutes", "**Time:** about 35 minutes")):
+        copy.write_text(SOURCE.read_text(encoding="utf-8").replace(*edit, 1))
+        assert not notebook_sync.sync_policy(TB, write=False, notebook_path=copy), edit
+        assert notebook_sync.sync_policy(TB, True, copy) and notebook_sync.sync_policy(TB, False, copy)
