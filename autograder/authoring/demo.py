@@ -19,6 +19,7 @@ from pathlib import Path
 from autograder import REPO_ROOT
 from autograder.authoring.assignment import assignment_names
 from autograder.authoring.samples import demo_class_work, write_demo_class
+from autograder.judging.rubric import load_rubric
 
 COURSE_ID = "transformer-blocks"
 
@@ -124,7 +125,12 @@ def main(argv: list[str] | None = None) -> int:
         root = args.course_dir / assignment
         grades = run(root, assignment)
         print(f"{assignment}\nFeedback: {root / 'feedback'}\nGradebook: {root / 'gradebook.db'}\nGrades: {grades}\n")
-        print(grade_table(grades, demo_class_work(assignment)) + "\n")
+        print(grade_table(grades, demo_class_work(assignment)))
+        rubric = load_rubric(assignment)
+        if rubric.points_by_hand:  # nbgrader's max counts the written answers, which wait for the formgrader
+            print(f"(max: the autograded {rubric.max_score:g} and {rubric.points_by_hand:g} points of written answers, "
+                  "graded by hand in nbgrader's formgrader)")
+        print()
     return 0
 
 
