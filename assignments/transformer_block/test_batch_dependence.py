@@ -73,20 +73,11 @@ def _recipe_once(batch_size, d_model, seed, dtype, variant, threads):
     return _change(lambda t: F.batch_norm(t.to(dtype), None, None, training=True, eps=1e-5), x, y, reduce)
 
 
-def _as_number(value, what):
-    """Value checks accept a float, an int or a one-element tensor (the exact type is graded separately)."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        return float(value.reshape(()).item())
-    if type(value) in (float, int):
-        return float(value)
-    C.fail(f"{what}: expected a Python float, got {C.kind_of(value)}")
-
-
 def _call(student, kind, batch_size=None, d_model=None, seed=None):
     args = (kind,) if batch_size is None else (kind, batch_size, d_model)
     kwargs = {} if seed is None else {"seed": seed}
     label = C.describe_call("batch_dependence", args, kwargs)
-    return _as_number(C.call(student, "batch_dependence", *args, **kwargs), label), label
+    return C.expect_number(C.call(student, "batch_dependence", *args, **kwargs), what=label), label
 
 
 def _layer_variants(batch_size, d_model, seed):

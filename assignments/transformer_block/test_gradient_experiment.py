@@ -57,20 +57,11 @@ def _recipe_once(n_layers, residual, d_model, seed, dtype, x_first, loss, tanh, 
     return torch.autograd.grad(target, x)[0].norm().item()
 
 
-def _as_number(value, what):
-    """Value checks accept a float, an int or a one-element tensor (the exact type is graded separately)."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        return float(value.reshape(()).item())
-    if type(value) in (float, int):
-        return float(value)
-    C.fail(f"{what}: expected a Python float, got {C.kind_of(value)}")
-
-
 def _check_value(student, n_layers, residual, d_model=None, seed=None):
     kwargs = {k: v for k, v in (("d_model", d_model), ("seed", seed)) if v is not None}
     d, s = d_model or 16, seed or 0
     label = C.describe_call("input_grad_norm", (n_layers, residual), kwargs)
-    got = _as_number(C.call(student, "input_grad_norm", n_layers, residual, **kwargs), label)
+    got = C.expect_number(C.call(student, "input_grad_norm", n_layers, residual, **kwargs), what=label)
     n64 = _recipe(n_layers, residual, d, s, torch.float64)
     n32 = _recipe(n_layers, residual, d, s, torch.float32)
     rtol = max(1e-4, C.DEFAULT_FACTOR * abs(n32 - n64) / abs(n64))
@@ -139,7 +130,7 @@ def test_gradient_vanishes_without_residuals_at_depth_40(student):
     """Without residual connections the input gradient through 40 tanh layers vanishes: input_grad_norm(40,
     False) is below 1e-6 (and not negative, not NaN)."""
     with C.evidence_on_failure(lambda: _curves(student)):
-        value = _as_number(C.call(student, "input_grad_norm", 40, False), "input_grad_norm(40, False)")
+        value = C.expect_number(C.call(student, "input_grad_norm", 40, False), what="input_grad_norm(40, False)")
         if not (math.isfinite(value) and 0.0 <= value < 1e-6):
             C.fail(f"input_grad_norm(40, False) = {value:.3g}: without residuals the gradient norm at depth 40 must "
                    f"be below 1e-6 (vanishing gradient). Check that residual=False uses h = tanh(Linear(h)).")
@@ -149,7 +140,7 @@ def test_gradient_survives_with_residuals_at_depth_40(student):
     """With residual connections the input gradient through 40 layers does not vanish: input_grad_norm(40,
     True) is above 1."""
     with C.evidence_on_failure(lambda: _curves(student)):
-        value = _as_number(C.call(student, "input_grad_norm", 40, True), "input_grad_norm(40, True)")
+        value = C.expect_number(C.call(student, "input_grad_norm", 40, True), what="input_grad_norm(40, True)")
         if not (math.isfinite(value) and value > 1.0):
             C.fail(f"input_grad_norm(40, True) = {value:.3g}: with residuals (h = h + tanh(Linear(h))) the gradient "
                    f"norm at depth 40 must stay above 1.")
@@ -174,9 +165,12 @@ def test_input_grad_norm_matches_recipe_other_settings(student):
 def test_input_grad_norm_is_reproducible_and_uses_seed(student):
     """input_grad_norm seeds torch itself: the same arguments give the same value twice, and a different seed
     gives a different value."""
-    first = _as_number(C.call(student, "input_grad_norm", 6, True, seed=5), "input_grad_norm(6, True, seed=5)")
-    again = _as_number(C.call(student, "input_grad_norm", 6, True, seed=5), "input_grad_norm(6, True, seed=5)")
-    other = _as_number(C.call(student, "input_grad_norm", 6, True, seed=6), "input_grad_norm(6, True, seed=6)")
+    first = C.expect_number(C.call(student, "input_grad_norm", 6, True, seed=5),
+                            what="input_grad_norm(6, True, seed=5)")
+    again = C.expect_number(C.call(student, "input_grad_norm", 6, True, seed=5),
+                            what="input_grad_norm(6, True, seed=5)")
+    other = C.expect_number(C.call(student, "input_grad_norm", 6, True, seed=6),
+                            what="input_grad_norm(6, True, seed=6)")
     if first != again:
         C.fail("input_grad_norm(6, True, seed=5) gave two different values on two calls: call "
                "torch.manual_seed(seed) at the start of the function.")

@@ -109,11 +109,7 @@ def test_guaranteed_share_on_given_weights(student):
     on weight tensors the judge makes (float64 and float32, random rows, a target without weight)."""
     for weights, targets in _judge_weights():
         label = f"guaranteed_share(weights [{', '.join(map(str, weights.shape))}] {weights.dtype}, {targets})"
-        value = C.call(student, "guaranteed_share", weights, list(targets))
-        if isinstance(value, torch.Tensor) and value.numel() == 1:
-            value = float(value.reshape(()).item())
-        if type(value) not in (float, int):
-            C.fail(f"{label}: expected a Python float, got {C.kind_of(value)}")
+        value = C.expect_number(C.call(student, "guaranteed_share", weights, list(targets)), what=label)
         ruled = weights.to(F64)[:, targets]
         expected = float(ruled.amax(dim=0).min())
         if math.isclose(value, expected, rel_tol=1e-12, abs_tol=1e-300):

@@ -86,11 +86,7 @@ def _reference(x, perm, state, h, causal):
 def _student_error(student, module, x, perm, causal):
     label = f"permutation_error(your {module.label}, x [{', '.join(map(str, x.shape))}], perm, causal={causal})"
     value = C.call(student, "permutation_error", module, x, perm, causal=causal)
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = float(value.reshape(()).item())
-    if type(value) not in (float, int):
-        C.fail(f"{label}: expected a Python float, got {C.kind_of(value)}")
-    return float(value), label
+    return C.expect_number(value, what=label), label
 
 
 def _check(student, causal):

@@ -67,6 +67,7 @@ CHECKS_SUMMARIES: dict[str, str] = {
     # shapes
     "expect_tensor": "the value must be a tensor (of `shape` and `dtype` when given); returns it; a None asks \"Did you forget a `return`?\"",
     "expect_exact_type": "`type(value)` must be exactly `expected` (a Python float, not a tensor)",
+    "expect_number": "a float or int, or a one-element tensor, as a float; anything else fails (\"expected a Python float\")",
     # structure
     "expect_parameters": "a module's `named_parameters()` must hold exactly these names and shapes (buffers are fine)",
     # tolerance

@@ -27,14 +27,15 @@ from autograder.judging.checks.failing import evidence_on_failure, fail
 from autograder.judging.checks.inputs import (MHA_PROJECTIONS, cast_floats, generator, layer_norm_state,
                                               linear_state, mha_state, randn, random_bool_mask, tril_mask)
 from autograder.judging.checks.kinds import kind_of
-from autograder.judging.checks.shapes import expect_exact_type, expect_tensor
+from autograder.judging.checks.shapes import expect_exact_type, expect_number, expect_tensor
 from autograder.judging.checks.structure import expect_parameters
 from autograder.judging.checks.tolerance import DEFAULT_FACTOR, composition_tolerance, reference_tolerance
 
 __all__ = [
     "DEFAULT_FACTOR", "MHA_PROJECTIONS", "assert_close", "call", "cast_floats", "check_causal_jacobian",
     "check_causal_perturbation", "check_depends_on_future", "composition_tolerance", "describe_call",
-    "describe_inputs", "describe_value", "evidence_on_failure", "expect_equal", "expect_exact_type", "expect_parameters", "expect_raises",
+    "describe_inputs", "describe_value", "evidence_on_failure", "expect_equal", "expect_exact_type", "expect_number",
+    "expect_parameters", "expect_raises",
     "expect_tensor", "fail", "generator", "is_close", "kind_of", "layer_norm_state", "linear_state", "mha_state",
     "new", "once", "randn", "random_bool_mask", "reference_tolerance", "student_code", "tril_mask", "vjp",
 ]

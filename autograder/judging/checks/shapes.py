@@ -28,3 +28,13 @@ def expect_exact_type(value: Any, expected: type, *, what: str, advice: str = ""
     if type(value) is not expected:
         fail(f"{what}: expected a Python {expected.__name__}, got {kind_of(value)}." + (f" {advice}" if advice else ""))
     return value
+
+
+def expect_number(value: Any, *, what: str) -> float:
+    """A value check's number: a Python float or int, or a one-element tensor, as a float (whether it is exactly
+    a Python float is graded separately, by expect_exact_type); anything else fails."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value.reshape(()).item())
+    if type(value) in (float, int):
+        return float(value)
+    fail(f"{what}: expected a Python float, got {kind_of(value)}")
