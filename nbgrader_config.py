@@ -23,9 +23,9 @@ c.NbGrader.logfile = os.path.join(c.CourseDirectory.root, "nbgrader.log")
 # (the last cell carrying a grade_id the gradebook knows, with the same role): the others lose their
 # nbgrader metadata, so that a cell pasted twice or a test cell the student added no longer fails the
 # notebook.  nbgrader then restores the release's locked cells from the gradebook, as always.
-c.Autograde.exporter_class = "autograder.nbgrader_plugin.SubmissionExporter"
+c.Autograde.exporter_class = "autograder.nbgrader.plugin.SubmissionExporter"
 c.Autograde.sanitize_preprocessors = [
-    "autograder.nbgrader_plugin.ReleaseCells", ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells,
+    "autograder.nbgrader.plugin.ReleaseCells", ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells,
     CheckCellMetadata,
 ]
 # A deleted test cell is added back by SandboxedGrading after grading, carrying its part's verdict (the hidden
@@ -38,7 +38,7 @@ c.OverwriteCells.add_missing_cells = False
 # grader, which writes each test cell's verdict before SaveAutoGrades reads it.  Named, not imported: only
 # autograde loads the grader (torch and all, seconds); every other nbgrader command reads this file too.
 c.Autograde.autograde_preprocessors = [
-    "autograder.nbgrader_plugin.SandboxedGrading", IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    "autograder.nbgrader.plugin.SandboxedGrading", IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
 # Sandbox limits: each is a trait of SandboxedGrading and an AUTOGRADER_* environment variable, generated

@@ -1,11 +1,12 @@
 """Sandboxed grading engine for the transformer-building-blocks assignments.
 
-The folders are the trust boundary: `child/` runs inside the sandboxed process and imports nothing of the
-kit but `protocol`; `host/` reads submitted files, starts children and talks to them; `judging/` is what the
-hidden suites use and how their outcomes become points; `reports/` writes results; `authoring/` holds the
-tools of whoever writes an assignment.  The modules at the top run the pipeline (`grading`, `batch`,
-`cluster`) and its front ends (`cli`, `nbgrader_plugin`).
+The folders are the trust boundary and the layers (docs/architecture.md): `child/` runs inside the sandboxed
+process and imports nothing of the kit but `protocol`; `model/` is what the trusted sides agree on; `host/`
+reads submitted files, starts children and talks to them; `judging/` is what the hidden suites use and how
+they run; `grading/` decides and keeps a grade; `reports/` writes it in every other form; `authoring/` holds
+the tools of whoever writes an assignment; `commands/` and `nbgrader/` are the front ends.
 """
+
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent

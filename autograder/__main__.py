@@ -1,5 +1,5 @@
 import sys
 
-from autograder.cli import main
+from autograder.commands.main import main
 
 sys.exit(main())

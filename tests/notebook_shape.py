@@ -12,7 +12,7 @@ from typing import Any
 
 from autograder.authoring import notebook_sync
 from autograder.authoring.assignment import Assignment, nbgrader_meta, source_text
-from autograder.judging.rubric import load_rubric
+from autograder.grading.rubric import load_rubric
 
 LOCKED_MARKDOWN = {"grade": False, "locked": True, "schema_version": 3, "solution": False, "task": False}
 ANSWER_META = {"grade": True, "locked": False, "points": 2, "schema_version": 3, "solution": True, "task": False}

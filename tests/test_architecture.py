@@ -15,9 +15,10 @@ from autograder.authoring import readme_tables
 from autograder.judging import checks
 
 CHILD = PACKAGE_DIR / "child"
-ENGINE_FOLDERS = ("child", "model", "host", "judging", "reports")
-FRONT_ENDS = ("autograder.cli", "autograder.batch", "autograder.cluster", "autograder.nbgrader_plugin",
-              "autograder.authoring")
+# autograder's packages (and top-level modules) from the bottom up: each imports only from the layers below it,
+# and the packages of one layer never import each other (docs/architecture.md, "The layers")
+LAYERS = (("autograder", "protocol"), ("child",), ("model",), ("host", "judging"), ("grading",), ("reports",), ("authoring",),
+          ("platforms",), ("commands", "nbgrader"), ("__main__",))
 
 
 def module_name(path: Path) -> str:
@@ -69,17 +70,10 @@ def test_child_modules_load_nothing_else_of_the_kit_in_a_fresh_interpreter():
     assert loaded - set(modules) <= {"autograder", "autograder.protocol"}
 
 
-def test_the_engine_does_not_depend_on_the_tools_or_the_front_ends():
-    for folder in ENGINE_FOLDERS:
-        for path in sorted((PACKAGE_DIR / folder).rglob("*.py")):
-            bad = {m for m in kit_imports(path) if m.startswith(FRONT_ENDS)}
-            assert not bad, f"{path.relative_to(PACKAGE_DIR)} imports {sorted(bad)}"
-
-
 ARCHITECTURE = REPO_ROOT / "docs" / "architecture.md"
 # a module path as the page writes one: `autograder/host/intake.py`, `autograder/host/`, or `host/sandbox` in
 # the picture (a folder of the engine, then names)
-MODULE_PATH = re.compile(r"(?<![\w/.])(?:autograder/)?((?:child|host|judging|reports|platforms|authoring)(?:/\w+)*"
+MODULE_PATH = re.compile(r"(?<![\w/.])(?:autograder/)?((?:child|model|host|judging|grading|reports|platforms|authoring|commands|nbgrader)(?:/\w+)*"
                          r"|autograder(?:/\w+)+)(\.py)?/?(?![\w*])")
 
 
@@ -102,16 +96,18 @@ def folder_rows(page: str) -> dict[str, str]:
 def test_the_architecture_page_describes_every_package_folder_and_its_modules():
     page = ARCHITECTURE.read_text()
     folders = sorted(p.name for p in PACKAGE_DIR.iterdir() if p.is_dir() and (p / "__init__.py").exists())
-    assert folders == ["authoring", "child", "host", "judging", "model", "platforms", "reports"]
+    assert folders == sorted(name for layer in LAYERS for name in layer if (PACKAGE_DIR / name).is_dir())
     rows = folder_rows(page)
     for folder in package_folders():  # each package has its row, naming each of its modules in backticks
         row = rows.get(f"autograder/{folder}/")
         assert row is not None, f"docs/architecture.md has no row for autograder/{folder}/"
         for stem in described_modules(PACKAGE_DIR / folder):
             assert f"`{stem}`" in row, f"the row of autograder/{folder}/ does not describe {stem}.py"
-    top = rows["autograder/*.py"]
-    for stem in described_modules(PACKAGE_DIR):  # a top-level module: in the pipeline's row, or a row of its own
-        assert f"`{stem}`" in top or f"autograder/{stem}.py" in rows, f"autograder/{stem}.py is not described"
+    for stem in described_modules(PACKAGE_DIR):  # a top-level module has a row of its own
+        assert f"autograder/{stem}.py" in rows, f"autograder/{stem}.py is not described"
+    # the page lists the layers as the import check knows them
+    listed = re.search(r"^Layers, from the bottom up: (.*)$", page, re.M)
+    assert listed and listed[1] == " < ".join(" | ".join(f"`{n}`" for n in layer) for layer in LAYERS)
 
 
 def named_modules(page: str) -> set[str]:
@@ -155,8 +151,8 @@ def test_the_authoring_page_documents_every_verb_of_the_toolkit():
 def test_the_coordinator_of_a_batch_never_imports_torch():
     # grade-all --jobs N: the main process only hands out files and writes results; its workers grade
     script = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r})\n"
-              "import autograder.cli, autograder.batch, autograder.cluster, autograder.reports.results\n"
-              "print(sorted(m for m in ('torch', 'pytest', 'autograder.grading', 'autograder.judging.judge') "
+              "import autograder.commands.main, autograder.grading.batch, autograder.grading.cluster, autograder.grading.results_json\n"
+              "print(sorted(m for m in ('torch', 'pytest', 'autograder.grading.grade', 'autograder.judging.judge') "
               "if m in sys.modules))")
     done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -171,24 +167,39 @@ def test_the_measured_test_durations_name_only_test_files_that_exist():
 
 
 def _layer(module: str) -> str:
-    """A package folder of autograder/, or a module at its top (autograder.cli -> cli)."""
+    """A package folder of autograder/, or a module at its top (autograder.commands.main -> commands)."""
     return module.split(".")[1] if "." in module else module
 
 
-def test_no_two_layers_import_each_other_even_through_others():
-    """The import graph between autograder's packages and top-level modules has no cycle: each layer builds
-    only on the ones below it (docs/architecture.md), and the host and the judging, peers on the model, never
-    import each other."""
-    graph: dict[str, set[str]] = {}
+def import_graph() -> dict[str, set[tuple[str, str]]]:
+    """Each layer name -> the (importing module, imported module) pairs that cross into another layer."""
+    graph: dict[str, set[tuple[str, str]]] = {}
     for path in PACKAGE_DIR.rglob("*.py"):
-        source = _layer(module_name(path))
-        graph.setdefault(source, set()).update(_layer(m) for m in kit_imports(path) if _layer(m) != source)
-    assert "host" not in graph["judging"] and "judging" not in graph["host"]
+        source = module_name(path)
+        graph.setdefault(_layer(source), set()).update(
+            (source, m) for m in kit_imports(path) if _layer(m) != _layer(source))
+    return graph
 
-    def reaches(start: str, goal: str, seen: set[str]) -> bool:
-        for nxt in graph.get(start, ()):
-            if nxt == goal or (nxt not in seen and (seen.add(nxt) or reaches(nxt, goal, seen))):
-                return True
-        return False
-    cycles = sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets if reaches(b, a, set()))
-    assert cycles == []
+
+def arrows_against_the_layers(graph: dict[str, set[tuple[str, str]]]) -> list[str]:
+    rank = {name: level for level, names in enumerate(LAYERS) for name in names}
+    unplaced = sorted(set(graph) - set(rank))
+    assert not unplaced, f"add {unplaced} to LAYERS and to docs/architecture.md"
+    return sorted(f"{source} -> {target}" for layer, pairs in graph.items() for source, target in pairs
+                  if rank[_layer(target)] >= rank[layer])
+
+
+def test_every_import_goes_down_the_layers():
+    """No back arrow and no arrow between peers, at any depth (lazy imports in functions too): the layers have
+    no cycle, the host and the judging never import each other, the engine never imports a tool or a front end."""
+    assert arrows_against_the_layers(import_graph()) == []
+
+
+def test_the_layer_check_notices_a_back_arrow_and_an_unplaced_package():
+    graph = import_graph()
+    graph["judging"] = graph["judging"] | {("autograder.judging.judge", "autograder.host.sandbox")}
+    graph["model"] = graph["model"] | {("autograder.model.limits", "autograder.grading.rubric")}
+    assert arrows_against_the_layers(graph) == ["autograder.judging.judge -> autograder.host.sandbox",
+                                               "autograder.model.limits -> autograder.grading.rubric"]
+    with pytest.raises(AssertionError, match="add \\['newpackage'\\] to LAYERS"):
+        arrows_against_the_layers({**graph, "newpackage": set()})

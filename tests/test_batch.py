@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from autograder.batch import STALE_ASSIGNMENT, by_hand_line
-from autograder.judging.rubric import load_rubric
+from autograder.grading.batch import STALE_ASSIGNMENT, by_hand_line
+from autograder.grading.rubric import load_rubric
 from autograder.authoring.samples import student_notebook, write_notebook
 from conftest import UNBIASED_VARIANCE
 from conftest import REPO, run_cli
@@ -202,8 +202,8 @@ def test_no_entry_that_is_not_a_regular_file_steers_or_stops_the_batch(tmp_path)
 
 def test_grade_all_says_what_grades_csv_leaves_to_the_instructor(tmp_path):
     """grades.csv holds the autograded points; the written answers, graded by hand, are named at the end."""
-    from autograder.batch import finish
-    from autograder.judging.rubric import load_rubric
+    from autograder.grading.batch import finish
+    from autograder.grading.rubric import load_rubric
 
     rubric, said = load_rubric("transformer_block"), []
     finish(tmp_path, [], rubric, said.append)

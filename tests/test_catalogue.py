@@ -1,5 +1,5 @@
 """Grades that mean what they say: the catalogue of known mistakes and correct-but-different submissions,
-graded once per test session through the REAL grader (`autograder.grading.grade_file`: sandboxed child,
+graded once per test session through the REAL grader (`autograder.grading.grade.grade_file`: sandboxed child,
 hidden suites, rubric; a process pool of 2), then checked entry by entry:
 
 * every mistake loses points in its own part, and in no part that does not build on that part (a mistake

@@ -8,7 +8,7 @@ import pytest
 from autograder.authoring import check_suite
 from autograder.authoring.assignment import Assignment
 from autograder.authoring.catalogue import Catalogue, CatalogueError, Entry, load
-from autograder.cli import build_parser
+from autograder.commands.main import build_parser
 from conftest import run_cli
 
 
@@ -25,7 +25,7 @@ def test_reruns_without_determinism_entries_are_an_error_not_a_pass(tmp_path):
         check_suite.determinism_entries(catalogue_with(tmp_path / "a", ""))
     with pytest.raises(CatalogueError, match=r"does not have: \['typo'\]"):
         catalogue_with(tmp_path / "b", '[catalogue]\ndeterminism = ["reference", "typo"]\n')
-    with pytest.raises(CatalogueError, match=r"unknown keys \['determinsm'\]"):
+    with pytest.raises(CatalogueError, match=r"\[catalogue\]: unknown key 'determinsm' \(did you mean 'determinism'\?\)"):
         catalogue_with(tmp_path / "c", '[catalogue]\ndeterminsm = ["bug"]\n')
     assert check_suite.determinism_entries(catalogue_with(tmp_path / "d", '[catalogue]\ndeterminism = ["bug"]\n')) \
         == ("bug",)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autograder.authoring.samples import student_notebook, write_notebook
-from autograder.judging.rubric import load_rubric
+from autograder.grading.rubric import load_rubric
 from conftest import REPO, UNBIASED_VARIANCE, full_marks, grade, part_scores, run_cli
 
 # parts built on other parts: a bug in `attention` may also cost multi_head_attention and transformer_block
@@ -293,7 +293,7 @@ def test_a_slow_part_costs_only_itself(tmp_path):
 
 def test_the_assignment_is_named_or_the_only_one(monkeypatch):
     from autograder.authoring import assignment
-    from autograder.judging.rubric import RubricError
+    from autograder.grading.rubric import RubricError
 
     monkeypatch.delenv("AUTOGRADER_ASSIGNMENT", raising=False)
     monkeypatch.setattr(assignment, "assignment_names", lambda: ["gpt_decoder", "transformer_block"])
@@ -330,8 +330,8 @@ def test_a_fresh_process_grading_in_process_keeps_its_zygote(tmp_path):
     the caller's thread, not by the thread that loads the cells, whose end would take it down (its parent-death
     signal follows the thread that started it) and every child with it."""
     submission = write_notebook(student_notebook("transformer_block"), tmp_path / "alice.ipynb")
-    script = ("import sys; from pathlib import Path; from autograder.grading import grade_file; "
-              "from autograder.judging.rubric import load_rubric; from autograder.model.limits import Limits; "
+    script = ("import sys; from pathlib import Path; from autograder.grading.grade import grade_file; "
+              "from autograder.grading.rubric import load_rubric; from autograder.model.limits import Limits; "
               "r = grade_file(Path(sys.argv[1]), load_rubric('transformer_block'), Limits()); "
               "print(r.score, r.max_score, r.load.failure)")
     done = subprocess.run([sys.executable, "-c", script, str(submission)], cwd=REPO, capture_output=True,

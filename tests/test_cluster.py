@@ -224,7 +224,7 @@ def test_a_worker_with_another_copy_of_the_assignment_is_refused(tmp_path):
         stale.wait_for_workers("stale")
         with Client(stale.address, timeout=30, set_as_default=False) as client:  # it runs the copy's kit
             assert all(path.startswith(str(copy)) for path in
-                       client.run(lambda: __import__("importlib").import_module("autograder.judging.rubric").__file__).values())
+                       client.run(lambda: __import__("importlib").import_module("autograder.grading.rubric").__file__).values())
         write_class(tmp_path / "class", {"a": []})
         done = run_cli("grade-all", tmp_path / "class", "-o", tmp_path / "out", "--scheduler", stale.address)
     finally:
@@ -237,10 +237,10 @@ def test_a_worker_with_another_copy_of_the_assignment_is_refused(tmp_path):
 
 def test_a_stopped_grading_reaches_the_client_as_an_ordinary_exception(tmp_path, monkeypatch):
     # a KeyboardInterrupt (JudgingInterrupted is one) escaping a task would shut the Dask worker down
-    from autograder import batch, cluster
-    from autograder.judging.fingerprint import assignment_fingerprint
-    from autograder.interrupts import JudgingInterrupted
-    from autograder.judging.rubric import load_rubric
+    from autograder.grading import batch, cluster
+    from autograder.grading.fingerprint import assignment_fingerprint
+    from autograder.model.interrupts import JudgingInterrupted
+    from autograder.grading.rubric import load_rubric
     from autograder.model.limits import Limits
 
     def interrupted(path, rubric, limits, **how):

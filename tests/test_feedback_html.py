@@ -29,14 +29,14 @@ from autograder.judging.checks.failing import Later
 from autograder.judging.checks.mismatch import error_map
 from autograder.judging.evidence import Curves, Dependence, ErrorMap, Series
 from autograder.judging.judge import Outcome
-from autograder.judging.rubric import PartScore, load_rubric, score
-from autograder.judging.rubric import TestScore as Score  # not collected as a test class
-from autograder.nbgrader_plugin import write_verdicts
+from autograder.grading.rubric import PartScore, load_rubric, score
+from autograder.grading.rubric import TestScore as Score  # not collected as a test class
+from autograder.nbgrader.plugin import write_verdicts
 from autograder.protocol import UNISOLATED
 from autograder.reports import html
 from autograder.reports.figures import png as draw
-from autograder.reports.results import NotAResult, from_gradescope, gradescope, read_result
-from autograder.result import GradeResult
+from autograder.grading.results_json import NotAResult, from_gradescope, gradescope, read_result
+from autograder.grading.result import GradeResult
 from conftest import ASSIGNMENT, leaked_hidden_source, run_cli
 
 RUBRIC = load_rubric(ASSIGNMENT)

@@ -125,7 +125,7 @@ def test_nbgrader_gives_the_same_grade(graded):
 DISABLE_THEN_TRY = '''
 import json, sys, torch, torch.nn as nn, torch.nn.functional as F
 from autograder.child import forbidden
-from autograder.judging.rubric import load_rubric
+from autograder.grading.rubric import load_rubric
 forbidden.disable(load_rubric("transformer_block").forbidden_ops)
 x = torch.randn(2, 4, 8, requires_grad=True)
 fine = {

@@ -17,10 +17,10 @@ import junitparser
 import pytest
 
 from autograder.authoring.samples import student_notebook, write_notebook
-from autograder.judging.rubric import Part, PartScore, load_rubric
-from autograder.judging.rubric import TestScore as CheckScore  # not a test class
+from autograder.grading.rubric import Part, PartScore, load_rubric
+from autograder.grading.rubric import TestScore as CheckScore  # not a test class
 from autograder.reports import formats, github_classroom, junit, prairielearn
-from autograder.result import GradeResult
+from autograder.grading.result import GradeResult
 from conftest import ASSIGNMENT, REPO, UNBIASED_VARIANCE, run_cli
 
 CLOSE = 1e-3  # results.json rounds each test's score to 4 decimals

@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from autograder import protocol
-from autograder.result import GradeResult
+from autograder.grading.result import GradeResult
 from autograder.host.remote import _make_tensor
-from autograder.reports.results import gradescope, summary
-from autograder.judging.rubric import Part, PartScore
-from autograder.judging.rubric import TestScore as Score  # not collected as a test class
+from autograder.grading.results_json import gradescope, summary
+from autograder.grading.rubric import Part, PartScore
+from autograder.grading.rubric import TestScore as Score  # not collected as a test class
 from autograder.host.source_cells import UnreadableSubmission, read_cells
 
 # no example database: it would be written into the working tree

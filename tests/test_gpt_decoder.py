@@ -17,7 +17,7 @@ from autograder.authoring.demo import Course
 from autograder.authoring.samples import write_demo_class
 from autograder.model.limits import Limits
 from autograder.host.remote import RemoteSubmission
-from autograder.judging.rubric import load_rubric
+from autograder.grading.rubric import load_rubric
 from conftest import grade_class_both_ways
 
 NAME = "gpt_decoder"

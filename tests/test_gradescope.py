@@ -21,12 +21,12 @@ import pytest
 
 from autograder import PACKAGE_DIR
 from autograder.authoring.samples import student_notebook, write_notebook
-from autograder.cli import main
+from autograder.commands.main import main
 from autograder.model.limits import Limits
 from autograder.host.source_cells import read_cells
 from autograder.judging import resemblance
-from autograder.judging.fingerprint import assignment_fingerprint
-from autograder.judging.rubric import load_rubric
+from autograder.grading.fingerprint import assignment_fingerprint
+from autograder.grading.rubric import load_rubric
 from autograder.platforms import gradescope_run
 from conftest import ASSIGNMENT, REPO, UNBIASED_VARIANCE, processes_mentioning, run_cli
 
@@ -359,7 +359,7 @@ def test_setup_installs_cpu_torch_and_the_kit_then_run_autograder_grades_with_it
         # every uid may search but not list
         assert (root / "source").stat().st_mode & 0o077 == 0o011
         assert (root / "source" / "assignments" / ASSIGNMENT / "rubric.toml").stat().st_mode & 0o077 == 0
-        assert (root / "source" / "autograder" / "cli.py").stat().st_mode & 0o004
+        assert (root / "source" / "autograder" / "commands" / "main.py").stat().st_mode & 0o004
         assert "setup.sh: sandbox: available" in done.stdout
         # torch's implementations fingerprinted once, for every submission's container; to see that the grader
         # reads them, a made-up entry holding the student's own layer norm is added, which it must then report

@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:
 
 from autograder.judging import judge  # noqa: E402
 from autograder.judging.checks import comparison  # noqa: E402
-from autograder.judging.rubric import STRUCTURE_ALONE, load_rubric, score  # noqa: E402
+from autograder.grading.rubric import STRUCTURE_ALONE, load_rubric, score  # noqa: E402
 from autograder.model.submission import ModuleSubmission  # noqa: E402
 
 SUITE_DIR = ROOT / "assignments" / "transformer_block"

@@ -1,4 +1,4 @@
-"""One way to find and read a submission (autograder/host/intake.py, autograder.batch.discover): only a regular
+"""One way to find and read a submission (autograder/host/intake.py, autograder.grading.batch.discover): only a regular
 file inside the folder it was found in is read, no symbolic link is followed on the way to it, nothing else is
 opened, and every read is bounded.  The front ends grading these layouts end to end: tests/test_batch.py."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.batch import discover
+from autograder.grading.batch import discover
 from autograder.host import intake
 from autograder.host.intake import UnreadableSubmission, read_submission, submission_sha256
 

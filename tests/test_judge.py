@@ -15,12 +15,12 @@ import pytest
 from nbgrader.utils import determine_grade
 
 from autograder.judging import judge
-from autograder.grading import Unjudgeable
-from autograder.result import GradeResult
-from autograder.interrupts import JudgingInterrupted, Terminated
+from autograder.grading.grade import Unjudgeable
+from autograder.grading.result import GradeResult
+from autograder.model.interrupts import JudgingInterrupted, Terminated
 from autograder.judging.judge import NOT_RUN, run_suite
-from autograder.nbgrader_plugin import write_verdicts
-from autograder.judging.rubric import Part, PartScore, load_rubric
+from autograder.nbgrader.plugin import write_verdicts
+from autograder.grading.rubric import Part, PartScore, load_rubric
 from autograder.model.submission import ModuleSubmission, Submission
 
 from autograder import REPO_ROOT as REPO  # noqa: E402
@@ -455,14 +455,22 @@ def _check_cell(grade_id: str, points: float) -> nbformat.NotebookNode:
 
 
 def test_a_check_cell_matching_no_part_scores_zero_with_a_reason():
-    nb = nbformat.v4.new_notebook(cells=[_check_cell("layer_norm", 20), _check_cell("layer_nrom", 5)])
+    nb = nbformat.v4.new_notebook(cells=[_check_cell("layer_norm", 20), _check_cell("layer_nrom", 5),
+                                         _check_cell("attention", 40)])
     layer_norm = Part("layer_norm", "Layer normalisation", 20, "test_layer_norm.py")
-    result = GradeResult("s.ipynb", "", "transformer_block", [PartScore(layer_norm, 20.0, [], ())], 20)
-    assert write_verdicts(nb, result) == ["layer_nrom"]
+    attention = Part("attention", "Attention", 20, "test_attention.py")
+    result = GradeResult("s.ipynb", "", "transformer_block", [PartScore(layer_norm, 20.0, [], ()),
+                                                             PartScore(attention, 10.0, [], ())], 40)
+    assert write_verdicts(nb, result) == [
+        "this check cell (grade_id layer_nrom) matches no part of the rubric for assignment transformer_block",
+        "this check cell (grade_id attention) carries 40 points, and the rubric's part attention of assignment "
+        "transformer_block 20"]
     assert determine_grade(nb.cells[0]) == (20, 20)
     assert determine_grade(nb.cells[1]) == (0, 5)  # nbgrader gives a graded cell without output full marks
     [error] = nb.cells[1].outputs
     assert error.output_type == "error" and error.evalue == "0 / 5 points"
     assert error.traceback == ["this check cell (grade_id layer_nrom) matches no part of the rubric for "
                                "assignment transformer_block; ask your instructor"]
+    # points the rubric did not decide are never written: not 10 of 20 scaled to 20 of 40
+    assert determine_grade(nb.cells[2]) == (0, 40)
 

@@ -11,10 +11,10 @@ import pytest
 
 from autograder import REPO_ROOT
 from autograder.authoring import readme_tables
-from autograder.cli import build_parser
+from autograder.commands.main import build_parser
 from autograder.model import limits
 from autograder.model.limits import BadLimit, Limits, knobs
-from autograder.nbgrader_plugin import SandboxedGrading
+from autograder.nbgrader.plugin import SandboxedGrading
 from conftest import run_cli
 
 # a value other than the default for every knob, and the Limits it must produce

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder import cli, lms as lms_command
-from autograder.batch import Entry, result_path, write_grades_csv
-from autograder.judging.rubric import PartScore, load_rubric
-from autograder.reports.results import gradescope
-from autograder.result import GradeResult
-from autograder.nbgrader_lms import LmsExport, PerHourPenalty, assignment_grades, grant_extension, main
+from autograder.commands import main as cli
+from autograder.grading.batch import Entry, result_path, write_grades_csv
+from autograder.grading.rubric import PartScore, load_rubric
+from autograder.grading.results_json import gradescope
+from autograder.grading.result import GradeResult
+from autograder.nbgrader.lms import LmsExport, PerHourPenalty, assignment_grades, grant_extension, main
 from autograder.reports import lms
 
 ASSIGNMENT = "transformer_block"
@@ -173,7 +173,7 @@ def test_the_lms_command_writes_grade_alls_results_for_canvas_and_moodle(tmp_pat
     assert sheet["students"]["'=cmd|' -C calc'!A0"]["scores"] == [0] * (1 + len(rubric.parts))
     assert "3 students, canvas" in capsys.readouterr().err
     moodle = tmp_path / "moodle.csv"
-    assert lms_command.main([str(folder), "--format", "moodle", "-o", str(moodle), "--no-parts"]) == 0
+    assert cli.main(["lms", str(folder), "--format", "moodle", "-o", str(moodle), "--no-parts"]) == 0
     users = read_moodle(moodle.read_text(encoding="utf-8"))
     assert users["items"] == [ASSIGNMENT] and users["users"]["bob"][ASSIGNMENT] == "96.25"
 
@@ -181,13 +181,13 @@ def test_the_lms_command_writes_grade_alls_results_for_canvas_and_moodle(tmp_pat
 def test_the_lms_command_refuses_what_is_not_a_finished_grade_all_run(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     out = tmp_path / "x.csv"
-    assert lms_command.main([str(tmp_path / "empty"), "--format", "canvas", "-o", str(out)]) == 2
+    assert cli.main(["lms", str(tmp_path / "empty"), "--format", "canvas", "-o", str(out)]) == 2
     assert "no grades.csv" in capsys.readouterr().err
     folder = results_folder(tmp_path / "results", {"alice": (100, {})})
-    assert lms_command.main([str(folder), "--format", "moodle", "-o", str(out), "--id-column", "SIS Login ID"]) == 2
-    assert lms_command.main([str(folder), "--format", "canvas", "-o", str(out), "--canvas-part-id", "nope=1"]) == 2
+    assert cli.main(["lms", str(folder), "--format", "moodle", "-o", str(out), "--id-column", "SIS Login ID"]) == 2
+    assert cli.main(["lms", str(folder), "--format", "canvas", "-o", str(out), "--canvas-part-id", "nope=1"]) == 2
     (folder / "alice.json").write_text("{")
-    assert lms_command.main([str(folder), "--format", "canvas", "-o", str(out)]) == 2
+    assert cli.main(["lms", str(folder), "--format", "canvas", "-o", str(out)]) == 2
     assert "alice.json: not a result of grade-all" in capsys.readouterr().err
     assert not out.exists()
 

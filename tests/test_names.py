@@ -1,5 +1,5 @@
 """Names are data, never markup (issue 23): a student picks the name of the file they hand in, and in nbgrader's
-layout the name of their folder, so every writer shows it through autograder.result.display_name (and
+layout the name of their folder, so every writer shows it through autograder.grading.result.display_name (and
 grades.csv through csv_cell), and two submissions of one student are refused before anything is graded."""
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from autograder.authoring.catalogue import load
-from autograder.batch import DuplicateSubmissions, Entry, choose, discover, result_path
+from autograder.grading.batch import DuplicateSubmissions, Entry, choose, discover, result_path
 from autograder.reports import html as html_report
 from autograder.reports import junit
-from autograder.reports.results import gradescope
-from autograder.result import GradeResult, csv_cell, display_name, name_of_csv_cell
+from autograder.grading.results_json import gradescope
+from autograder.grading.result import GradeResult, csv_cell, display_name, name_of_csv_cell
 from conftest import ASSIGNMENT, run_cli
 
 # what a spreadsheet runs as a formula, when a cell starts with it (OWASP, CSV injection)

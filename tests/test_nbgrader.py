@@ -19,7 +19,7 @@ import nbformat
 import pytest
 
 from autograder.authoring.demo import Course
-from autograder.judging.rubric import load_rubric
+from autograder.grading.rubric import load_rubric
 from autograder.authoring.samples import student_notebook, write_notebook
 from autograder.authoring.assignment import Assignment
 from autograder.host.source_cells import read_cells

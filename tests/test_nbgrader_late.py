@@ -13,21 +13,21 @@ from types import SimpleNamespace
 import pytest
 
 from autograder.authoring.demo import Course
-from autograder.judging.rubric import load_rubric
+from autograder.grading.rubric import load_rubric
 from conftest import ASSIGNMENT, two_student_course
 from test_lms import read_canvas
 
 DUE = "2025-03-01 12:00:00 UTC"
 SUBMITTED = {"alice": "2025-03-01 15:30:00.000000 UTC",  # 3.5 h late: 4 started hours, 40 %
              "bob": "2025-03-01 13:10:00.000000 UTC"}  # 1 h 10 min late, with an extension of 2 h: on time
-PENALTY = ["--AssignLatePenalties.plugin_class=autograder.nbgrader_lms.PerHourPenalty",
+PENALTY = ["--AssignLatePenalties.plugin_class=autograder.nbgrader.lms.PerHourPenalty",
            "--PerHourPenalty.percent_per_hour=10"]
 
 
 def exported(course: Course, folder: Path) -> SimpleNamespace:
     folder.mkdir(parents=True, exist_ok=True)
     course.nbgrader("export", "--to", str(folder / "grades.csv"))
-    course.nbgrader("export", "--exporter=autograder.nbgrader_lms.LmsExport", "--to", str(folder / "canvas.csv"))
+    course.nbgrader("export", "--exporter=autograder.nbgrader.lms.LmsExport", "--to", str(folder / "canvas.csv"))
     with (folder / "grades.csv").open(newline="") as handle:
         rows = {r["student_id"]: r for r in csv.DictReader(handle)}
     return SimpleNamespace(rows=rows, canvas=read_canvas((folder / "canvas.csv").read_text(encoding="utf-8")))
@@ -41,7 +41,7 @@ def late_course(tmp_path_factory) -> SimpleNamespace:
     course.nbgrader("collect", ASSIGNMENT)
     for student, when in SUBMITTED.items():  # as if handed in then: collect copied the exchange's timestamp
         (course.root / "submitted" / student / ASSIGNMENT / "timestamp.txt").write_text(when)
-    extension = subprocess.run([sys.executable, "-m", "autograder.nbgrader_lms", "extension", ASSIGNMENT, "bob",
+    extension = subprocess.run([sys.executable, "-m", "autograder.nbgrader.lms", "extension", ASSIGNMENT, "bob",
                                 "--hours", "2"], env=course.env, capture_output=True, text=True, timeout=120)
     assert extension.returncode == 0, extension.stderr
     first_log = course.nbgrader("autograde", ASSIGNMENT, "--force", *PENALTY)

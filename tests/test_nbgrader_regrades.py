@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from autograder.authoring.samples import student_notebook, write_notebook
-from autograder.nbgrader_regrades import HISTORY_FOLDER, NOTEBOOK, changes_path
-from autograder.regrades import CHANGES_HEADER
+from autograder.nbgrader.regrades import HISTORY_FOLDER, NOTEBOOK, changes_path
+from autograder.grading.regrades import CHANGES_HEADER
 from conftest import ASSIGNMENT, two_student_course
 
 TIMEOUT = 170  # the default is 180: a limit that changes the fingerprint and no verdict

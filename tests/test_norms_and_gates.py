@@ -18,7 +18,7 @@ from autograder.model.limits import Limits
 from autograder.host.remote import RemoteSubmission
 from autograder.judging import judge
 from autograder.judging.checks import comparison
-from autograder.judging.rubric import load_rubric, score
+from autograder.grading.rubric import load_rubric, score
 from autograder.model.submission import ModuleSubmission
 import notebook_shape
 from conftest import grade_class_both_ways

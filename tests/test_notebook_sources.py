@@ -24,7 +24,7 @@ if str(REPO_ROOT) not in sys.path:
 
 import notebook_shape  # noqa: E402
 from autograder.authoring import notebook_sync, release  # noqa: E402
-from autograder.judging.rubric import load_rubric  # noqa: E402
+from autograder.grading.rubric import load_rubric  # noqa: E402
 from autograder.authoring.assignment import (BEGIN_MARKER, END_MARKER, Assignment,  # noqa: E402
                                              nbgrader_meta, source_text, strip_solution_markers)
 

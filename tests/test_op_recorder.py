@@ -37,7 +37,7 @@ import json, sys
 import torch, torch.nn as nn, torch.nn.functional as F
 from autograder.child import forbidden
 from autograder.child.op_recorder import OpRecorder
-from autograder.judging.rubric import load_rubric
+from autograder.grading.rubric import load_rubric
 
 class SubclassedLayerNorm(nn.LayerNorm):
     pass

@@ -17,8 +17,8 @@ HIDDEN = ("solutions", "assignments", "autograder.assignments")
 PROBE = f"""
 import importlib, json
 found = {{}}
-import autograder.grading
-found["autograder.grading"] = autograder.grading.__file__
+import autograder.grading.grade
+found["autograder.grading.grade"] = autograder.grading.grade.__file__
 for name in {HIDDEN!r}:
     try:
         module = importlib.import_module(name)
@@ -35,7 +35,7 @@ def test_only_the_engine_is_importable_from_outside_the_checkout(tmp_path):
                           timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    assert found.pop("autograder.grading").endswith("grading.py")
+    assert found.pop("autograder.grading.grade").endswith("grading/grade.py")
     for name in HIDDEN:
         assert found[name].startswith("ModuleNotFoundError"), f"{name} is importable: {found[name]}"
 

@@ -1,4 +1,4 @@
-"""Regrades that show what changed (autograder/regrades.py): a result a regrade replaces is kept in
+"""Regrades that show what changed (autograder/grading/regrades.py): a result a regrade replaces is kept in
 OUT/history/<student>/ byte for byte, changes.csv names the students whose verdicts moved, the checks and
 why, `grade-all --only` regrades exactly the students it names, and a run stopped mid-regrade loses no
 result.  Classes are three students of the catalogue, graded once each, so that this file stays short."""
@@ -11,11 +11,11 @@ import shutil
 
 import pytest
 
-from autograder import batch, regrades
+from autograder.grading import batch, regrades
 from autograder.authoring import catalogue
-from autograder.batch import Entry, grade_all, record, result_path
+from autograder.grading.batch import Entry, grade_all, record, result_path
 from autograder.model.limits import Limits
-from autograder.judging.rubric import load_rubric
+from autograder.grading.rubric import load_rubric
 from conftest import run_cli
 
 ASSIGNMENT = "transformer_block"
@@ -186,7 +186,7 @@ def test_a_run_stopped_between_keeping_and_writing_loses_nothing_and_keeps_it_on
 
 def test_why_names_the_input_that_changed():
     rubric = load_rubric(ASSIGNMENT)
-    from autograder.judging.fingerprint import fingerprint_components
+    from autograder.grading.fingerprint import fingerprint_components
 
     old = _result("a" * 64, 1, True)
     new = _result("b" * 64, 1, True, sha="t" * 64)

@@ -10,8 +10,8 @@ import pytest
 
 from autograder.authoring import release
 from autograder.authoring.assignment import Assignment
-from autograder.judging import rubric as rubric_module
-from autograder.judging.rubric import Part, RubricError, load_rubric
+from autograder.grading import rubric as rubric_module
+from autograder.grading.rubric import Part, RubricError, load_rubric
 
 TB = Assignment("transformer_block")
 

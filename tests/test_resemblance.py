@@ -11,10 +11,10 @@ import pytest
 from autograder.authoring.catalogue import load
 from autograder.judging import resemblance
 from autograder.judging.resemblance import Resemblance, fingerprints, resemblances
-from autograder.judging.rubric import load_rubric
+from autograder.grading.rubric import load_rubric
 from autograder.reports import html
-from autograder.reports.results import NotAResult, from_gradescope, gradescope, summary
-from autograder.result import GradeResult
+from autograder.grading.results_json import NotAResult, from_gradescope, gradescope, summary
+from autograder.grading.result import GradeResult
 from torch_routes import BORDERLINE, COPIED, LEGITIMATE, submission
 
 ASSIGNMENTS = ("transformer_block", "gpt_decoder", "norms_and_gates")
@@ -93,7 +93,7 @@ def test_the_corpus_is_cached_and_rebuilt_when_its_copy_is_unusable(tmp_path, mo
 
 def flagged_result() -> GradeResult:
     rubric = load_rubric("transformer_block")
-    from autograder.judging.rubric import PartScore
+    from autograder.grading.rubric import PartScore
 
     parts = [PartScore(p, p.points, [], ()) for p in rubric.parts]
     found = Resemblance("torch.nn.functional.multi_head_attention_forward", 0.85)

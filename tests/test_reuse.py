@@ -15,16 +15,17 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.judging import fingerprint
-from autograder.grading import file_cells_sha256
-from autograder.judging.fingerprint import assignment_fingerprint, cells_sha256
-from autograder.result import GradeResult
-from autograder.nbgrader_plugin import SandboxedGrading, write_verdicts
+from autograder.grading import fingerprint
+from autograder.model import code_version
+from autograder.grading.grade import file_cells_sha256
+from autograder.grading.fingerprint import assignment_fingerprint, cells_sha256
+from autograder.grading.result import GradeResult
+from autograder.nbgrader.plugin import SandboxedGrading, write_verdicts
 from autograder.protocol import UNISOLATED
-from autograder.result import LoadReport
-from autograder.reports.results import NotAResult, from_gradescope, gradescope, summary
-import autograder.judging.rubric as scoring
-from autograder.judging.rubric import PartScore, load_rubric
+from autograder.model.load_report import LoadReport
+from autograder.grading.results_json import NotAResult, from_gradescope, gradescope, summary
+import autograder.grading.rubric as scoring
+from autograder.grading.rubric import PartScore, load_rubric
 from autograder.authoring.assignment import Assignment
 from autograder.authoring.samples import student_notebook, write_notebook
 from autograder.model.limits import Limits
@@ -60,29 +61,30 @@ def test_fingerprint_follows_suites_rubric_kit_and_limits_and_nothing_else(tmp_p
     assert assignment_fingerprint(rubric, Limits()) != base
 
     kit = tmp_path / "kit"
-    shutil.copytree(fingerprint.PACKAGE_DIR, kit, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(fingerprint, "PACKAGE_DIR", kit)
-    version = fingerprint.engine_digest.__wrapped__()  # uncached: the cache holds this process's own kit
+    shutil.copytree(code_version.PACKAGE_DIR, kit, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(code_version, "PACKAGE_DIR", kit)
+    version = code_version.engine_digest.__wrapped__()  # uncached: the cache holds this process's own kit
     calls = kit / "judging" / "checks" / "calls.py"
     calls.write_text(calls.read_text() + "\n# a message reworded\n")
-    assert fingerprint.engine_digest.__wrapped__() != version
+    assert code_version.engine_digest.__wrapped__() != version
     # code that cannot change a stored grade regrades nothing
-    version = fingerprint.engine_digest.__wrapped__()
-    for tool in ("authoring/benchmark.py", "reports/html.py", "cli.py", "platforms/gradescope.py"):
+    version = code_version.engine_digest.__wrapped__()
+    for tool in ("authoring/benchmark.py", "reports/html.py", "commands/main.py", "platforms/gradescope.py",
+                 "nbgrader/plugin.py", "grading/batch.py"):
         (kit / tool).write_text((kit / tool).read_text() + "\n# edited\n")
-        assert fingerprint.engine_digest.__wrapped__() == version, tool
+        assert code_version.engine_digest.__wrapped__() == version, tool
 
 
 def test_the_engine_digest_covers_everything_grading_imports():
     """What a grade is computed and written by, in the grading process and in the child: every module of the kit
-    those import is in fingerprint.ENGINE, so that no edit that can change a grade keeps a stale one."""
-    probe = ("import sys, autograder.grading, autograder.reports.results, autograder.child.serve, "
+    those import is in code_version.ENGINE, so that no edit that can change a grade keeps a stale one."""
+    probe = ("import sys, autograder.grading.grade, autograder.grading.results_json, autograder.child.serve, "
              "autograder.child.zygote; print('\\n'.join(m.__file__ for n, m in sorted(sys.modules.items()) "
              "if n.startswith('autograder') and getattr(m, '__file__', None)))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
-    imported = [Path(f).relative_to(fingerprint.PACKAGE_DIR).as_posix() for f in done.stdout.split()]
+    imported = [Path(f).relative_to(code_version.PACKAGE_DIR).as_posix() for f in done.stdout.split()]
     assert len(imported) > 30
-    assert [m for m in imported if not m.startswith(fingerprint.ENGINE)] == []
+    assert [m for m in imported if not m.startswith(code_version.ENGINE)] == []
 
 
 def test_cells_hash_is_what_is_graded_not_the_file(tmp_path):
@@ -208,7 +210,7 @@ def test_the_plugin_reuses_only_a_sound_result_keyed_on_the_same_cells_and_assig
 
 
 def test_grade_all_keeps_a_stored_result_only_when_every_report_can_read_it(tmp_path):
-    from autograder.batch import Entry, result_path, stale_reason
+    from autograder.grading.batch import Entry, result_path, stale_reason
     from autograder.host.intake import submission_sha256
 
     submission = write_notebook(student_notebook("transformer_block"), tmp_path / "alice.ipynb")

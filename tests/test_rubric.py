@@ -6,7 +6,7 @@ import re
 import pytest
 
 from autograder.judging.judge import Outcome
-from autograder.judging.rubric import STRUCTURE_ALONE, Part, Rubric, RubricError, load_rubric, score
+from autograder.grading.rubric import STRUCTURE_ALONE, Part, Rubric, RubricError, load_rubric, score
 
 
 def rubric(tmp_path, weights=None):
@@ -40,7 +40,7 @@ def test_shipped_rubric_totals_100_and_names_existing_suites():
 
 
 def test_broken_rubric_is_a_one_line_error(tmp_path, monkeypatch):
-    import autograder.judging.rubric as module
+    import autograder.grading.rubric as module
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "rubric.toml").write_text("[[parts]]\nname = 'x'\n")
     monkeypatch.setattr(module, "ASSIGNMENTS", tmp_path)
@@ -125,14 +125,16 @@ def test_nothing_is_carried_forward_without_every_condition(tmp_path, case):
 
 
 @pytest.mark.parametrize("text, problem", [
-    ("structual = ['test_shape']\n", "part 'p' has unknown keys structual"),
+    ("structual = ['test_shape']\n", "part 'p': unknown key 'structual' (did you mean 'structural'?); the valid keys"),
     ("built_on = ['q']\n", "part 'p' is built on 'q', which is not a part before it"),
+    ("[catalogue]\ndeterminisms = []\n", "[catalogue]: unknown key 'determinisms' (did you mean 'determinism'?)"),
+    ("[[parts]]\nname = 'p'\npoints = 1\nsuite = 'test_p.py'\n", "two parts are named 'p'"),
     ("form = ['test_shape', 'test_value']\n", "has no value check"),
     ("own_parts = ['test_wiring']\n", "lists own_parts checks that test_p.py does not define: test_wiring"),
     ("end_to_end_share = 1.5\n", "must lie in [0, 1]"),
 ])
 def test_a_misspelt_or_impossible_rubric_is_refused(tmp_path, monkeypatch, text, problem):
-    import autograder.judging.rubric as module
+    import autograder.grading.rubric as module
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "test_p.py").write_text("def test_shape(student):\n    pass\n\n\ndef test_value(student):\n    pass\n")
     (tmp_path / "a" / "rubric.toml").write_text(f"[[parts]]\nname = 'p'\npoints = 1\nsuite = 'test_p.py'\n{text}")
@@ -140,7 +142,7 @@ def test_a_misspelt_or_impossible_rubric_is_refused(tmp_path, monkeypatch, text,
     with pytest.raises(RubricError, match=re.escape(problem)):
         load_rubric("a")
     (tmp_path / "a" / "rubric.toml").write_text("structual = 1\n[[parts]]\nname = 'p'\npoints = 1\nsuite = 'test_p.py'\n")
-    with pytest.raises(RubricError, match="unknown keys structual"):
+    with pytest.raises(RubricError, match="rubric.toml: unknown key 'structual'; the valid keys are assignment, "):
         load_rubric("a")
 
 
@@ -152,7 +154,7 @@ def test_shipped_rubric_declares_structural_checks_the_suites_define():
 
 
 def test_unknown_structural_check_is_a_rubric_error(tmp_path, monkeypatch):
-    import autograder.judging.rubric as module
+    import autograder.grading.rubric as module
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "test_p.py").write_text("def test_shape(student):\n    pass\n")
     (tmp_path / "a" / "rubric.toml").write_text(
@@ -168,7 +170,7 @@ def test_unknown_structural_check_is_a_rubric_error(tmp_path, monkeypatch):
                                "assignments.a.test_p"),
 ])
 def test_preload_names_installed_modules_only(tmp_path, monkeypatch, preload, problem):
-    import autograder.judging.rubric as module
+    import autograder.grading.rubric as module
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "test_p.py").write_text("def test_p(student):\n    pass\n")
     (tmp_path / "a" / "rubric.toml").write_text(

@@ -132,7 +132,8 @@ def test_a_service_whose_engine_changed_refuses_and_the_command_grades_by_itself
         shutil.copytree(REPO / name, kit / name, ignore=shutil.ignore_patterns("__pycache__", "catalogue"))
     running = Service(tmp_path / "service", cwd=kit)
     try:
-        (kit / "autograder" / "cli.py").write_text((kit / "autograder" / "cli.py").read_text() + "\n# edited\n")
+        command_line = kit / "autograder" / "commands" / "main.py"
+        command_line.write_text(command_line.read_text() + "\n# edited\n")
         notebook = write_notebook(student_notebook("transformer_block"), tmp_path / "s.ipynb")
         client = running.grade(notebook, "-o", tmp_path / "r.json", cwd=kit)
         _, err = client.communicate(timeout=300)

@@ -8,7 +8,7 @@ import pytest
 
 from autograder.host import intake, source_cells
 from autograder.host.source_cells import UnreadableSubmission, neutralise, read_cells
-from autograder.judging.rubric import load_rubric
+from autograder.grading.rubric import load_rubric
 
 
 def test_ipython_syntax_is_neutralised():
@@ -259,7 +259,7 @@ def test_a_python_file_has_no_cells_to_skip(tmp_path):
 def test_a_name_defined_only_in_an_edited_locked_cell_is_not_defined_when_graded(tmp_path):
     """End to end through the real grader: the student's edit of a locked plot cell is not run (nbgrader would
     restore the cell), so code after it that needs what the edit defined fails, in its own part only."""
-    from autograder.grading import grade_file
+    from autograder.grading.grade import grade_file
     from autograder.model.limits import Limits
 
     notebook = _release_class_notebook()
@@ -304,9 +304,9 @@ def test_the_grade_of_a_notebook_with_written_answers_is_the_autograded_100_and_
     """End to end through the real grader: answers that would break every part were they run change nothing;
     the result keeps max_score 100 and says which points the instructor grades by hand."""
     from autograder.authoring.assignment import is_written_answer
-    from autograder.grading import grade_file
+    from autograder.grading.grade import grade_file
     from autograder.model.limits import Limits
-    from autograder.reports.results import from_gradescope, gradescope, summary
+    from autograder.grading.results_json import from_gradescope, gradescope, summary
 
     notebook = _release_class_notebook()
     for cell in (c for c in notebook["cells"] if is_written_answer(c)):

@@ -56,7 +56,7 @@ _leaks = [name for name, seen in [
     ("threads", torch.get_num_threads() != 1),
     ("seed", torch.initial_seed() != 0),
     ("the grader's modules", any(m.split(".")[0] in ("solutions", "assignments", "pytest", "conftest")
-                                 or m in ("autograder.judging.judge", "autograder.judging.rubric", "autograder.grading")
+                                 or m in ("autograder.judging.judge", "autograder.grading.rubric", "autograder.grading.grade")
                                  for m in sys.modules)),
     ("files", any(os.path.exists(os.path.join(d, "leak_marker"))
                   for d in ("/tmp", "/dev/shm", os.path.expanduser("~"), os.getcwd()))),
@@ -229,9 +229,9 @@ def test_what_the_zygote_and_a_grader_imported_is_out_of_the_collectors_sight():
     finally:
         child.close()
     grader = subprocess.run([sys.executable, "-c", "import gc, pathlib, sys\n"
-                             "from autograder.grading import grade_file\n"
+                             "from autograder.grading.grade import grade_file\n"
                              "from autograder.model.limits import Limits\n"
-                             "from autograder.judging.rubric import load_rubric\n"
+                             "from autograder.grading.rubric import load_rubric\n"
                              "before = gc.get_freeze_count()\n"
                              "grade_file(pathlib.Path(sys.argv[1]), load_rubric('transformer_block'), Limits())\n"
                              "print(before, gc.get_freeze_count())", str(REPO / "solutions" / "transformer_block.py")],
@@ -260,7 +260,7 @@ def test_the_gpt_decoders_preload_imports_in_the_zygote_past_torchs_swapped_priv
     """torch._dynamo's import calls torch's private helpers (swapped in the zygote, answered by its audit
     hook): it must complete there, or every submission would pay for it again in its own time."""
     from autograder.host.remote import RemoteSubmission
-    from autograder.judging.rubric import load_rubric
+    from autograder.grading.rubric import load_rubric
 
     preload = load_rubric("gpt_decoder").preload
     asks = f"import sys\ndef loaded():\n    return [m in sys.modules for m in {list(preload)!r}]\n"

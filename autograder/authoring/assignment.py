@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 from autograder import REPO_ROOT
-from autograder.judging.rubric import RubricError
+from autograder.grading.rubric import RubricError
 
 BEGIN_MARKER = "### BEGIN SOLUTION"
 END_MARKER = "### END SOLUTION"

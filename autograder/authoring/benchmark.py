@@ -337,7 +337,7 @@ def floor_seconds(repeats: int, assignment: str = DEFAULT_ASSIGNMENT) -> list[fl
     import torch
 
     from autograder.judging.judge import run_suite
-    from autograder.judging.rubric import load_rubric
+    from autograder.grading.rubric import load_rubric
     from autograder.model.submission import ModuleSubmission
     import importlib
 

@@ -31,7 +31,6 @@ import copy
 import importlib
 import json
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -40,6 +39,7 @@ from typing import Any, NamedTuple
 from autograder import REPO_ROOT
 from autograder.authoring.assignment import (Assignment, code_cell, is_solution_code, is_written_answer,
                                              nbgrader_meta, source_text)
+from autograder.grading.rubric import RubricError, read_manifest
 
 
 class Mutation(NamedTuple):
@@ -92,23 +92,18 @@ def release_cells(assignment: str | Assignment) -> dict[str, str]:
     assignment = assignment if isinstance(assignment, Assignment) else Assignment(assignment)
     release = json.loads(assignment.release_notebook.read_text(encoding="utf-8"))
     return {nbgrader_meta(c)["grade_id"]: source_text(c) for c in release["cells"] if is_solution_code(c)}
-CATALOGUE_KEYS = {"determinism", "demo"}
 
 
 class Catalogue:
     def __init__(self, assignment: Assignment, mistakes: list[Entry], variants: list[Entry]) -> None:
         self.assignment = assignment
-        manifest = tomllib.loads(assignment.manifest.read_text(encoding="utf-8"))
         where = assignment.relative(assignment.manifest)
-        parts = [p["name"] for p in manifest.get("parts", [])]
-        self.built_on: dict[str, frozenset[str]] = {
-            p["name"]: frozenset(p.get("built_on", [])) for p in manifest.get("parts", [])}
-        for part, bases in self.built_on.items():
-            if not bases <= set(parts) or part in bases:
-                raise CatalogueError(f"{where}: part {part!r} is built on unknown parts or on itself: {sorted(bases)}")
-        table = manifest.get("catalogue", {})
-        if unknown := sorted(set(table) - CATALOGUE_KEYS):
-            raise CatalogueError(f"{where}: [catalogue] has unknown keys {unknown} (known: {sorted(CATALOGUE_KEYS)})")
+        try:
+            manifest = read_manifest(assignment.manifest)
+        except RubricError as exc:
+            raise CatalogueError(str(exc)) from None
+        self.built_on: dict[str, frozenset[str]] = {p.name: frozenset(p.built_on) for p in manifest.parts}
+        table = manifest.catalogue
         self.entries_ = [REFERENCE, *variants, *mistakes]
         names = [e.name for e in self.entries_]
         if duplicates := sorted({n for n in names if names.count(n) > 1}):

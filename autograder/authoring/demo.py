@@ -19,7 +19,7 @@ from pathlib import Path
 from autograder import REPO_ROOT
 from autograder.authoring.assignment import assignment_names
 from autograder.authoring.samples import demo_class_work, write_demo_class
-from autograder.judging.rubric import load_rubric
+from autograder.grading.rubric import load_rubric
 
 COURSE_ID = "transformer-blocks"
 

@@ -142,7 +142,7 @@ PARTS_GRADE_ID = "parts"  # a notebook's optional table of parts, generated like
 def sync_policy(assignment: Assignment, write: bool, notebook_path: Path | None = None) -> bool:
     """Whether the notebook's generated cells (its policy cell, and its table of parts if it has one) match the
     manifest and the notebook; with `write`, make them match."""
-    from autograder.judging.rubric import load_rubric
+    from autograder.grading.rubric import load_rubric
 
     notebook_path = notebook_path or assignment.source_notebook
     notebook = json.loads(notebook_path.read_text(encoding="utf-8"))

@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 
 from autograder.authoring.assignment import Assignment, check_or_write_command
-from autograder.judging.rubric import Part, RubricError, load_rubric
+from autograder.grading.rubric import Part, RubricError, load_rubric
 
 
 

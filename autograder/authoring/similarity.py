@@ -16,7 +16,7 @@ from typing import Sequence
 from autograder.authoring.assignment import Assignment, chosen_assignment, source_text
 from autograder.host.intake import UnreadableSubmission, shown_name
 from autograder.host.source_cells import read_cells
-from autograder.judging.rubric import RubricError, load_rubric
+from autograder.grading.rubric import RubricError, load_rubric
 from autograder.judging.similarity import REVIEW_SHARE, Report, report
 
 
@@ -28,7 +28,7 @@ def release_code(assignment: str) -> list[str]:
 
 def class_report(folder: Path, assignment: str, threshold: float = REVIEW_SHARE) -> Report:
     """The report on the submissions in `folder`, found as grade-all finds them."""
-    from autograder.batch import discover
+    from autograder.grading.batch import discover
 
     rubric = load_rubric(assignment)
     submissions: list[tuple[str, Sequence[str] | str]] = []
@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_from_arguments(args: argparse.Namespace) -> int:
     from autograder.reports.similarity import page  # with matplotlib, through reports.html
-    from autograder.reports.results import write_text_atomic
+    from autograder.grading.results_json import write_text_atomic
 
     if not 0 < args.threshold <= 1:
         print("python -m autograder similarity: error: --threshold is a share, above 0 and at most 1", file=sys.stderr)

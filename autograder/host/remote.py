@@ -15,8 +15,8 @@ from typing import Any, Sequence
 import torch
 
 from autograder import protocol
-from autograder.result import LoadReport
-from autograder.interrupts import JudgingInterrupted
+from autograder.model.load_report import LoadReport
+from autograder.model.interrupts import JudgingInterrupted
 from autograder.model.limits import Limits
 from autograder.host.sandbox import Sandbox, ZygoteFailed, isolation_name
 from autograder.model.submission import (ModuleHandle, ModuleInfo, Opaque, StudentError, Submission,

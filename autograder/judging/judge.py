@@ -31,12 +31,12 @@ import pytest
 from _pytest.config import ConftestImportFailure, _prepareconfig
 from _pytest.pathlib import CouldNotResolvePathError, module_name_from_path, resolve_pkg_root_and_module_name
 
-from autograder.interrupts import JudgingInterrupted, interruption
+from autograder.model.interrupts import JudgingInterrupted, interruption
 from autograder.judging.checks.caching import StoredReferences, stored_in
 from autograder.judging.checks.failing import Later
 from autograder.judging.evidence import FIGURE_TYPES, Figure
-from autograder.judging.fingerprint import engine_digest
-from autograder.judging.rubric import suite_sources
+from autograder.judging.suite_files import suite_sources
+from autograder.model.code_version import engine_digest
 from autograder.model.submission import StudentError, Submission, SubmissionBroken
 
 NOT_RUN = "not run: judging stopped before this check"

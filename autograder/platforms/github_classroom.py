@@ -18,7 +18,7 @@ import sys
 from pathlib import Path, PurePosixPath
 
 from autograder.authoring.assignment import chosen_assignment
-from autograder.judging.rubric import RubricError, Rubric, load_rubric
+from autograder.grading.rubric import RubricError, Rubric, load_rubric
 
 HELP = "write .github/workflows/classroom.yml for a GitHub Classroom template repository"
 USAGE_ERROR = 2

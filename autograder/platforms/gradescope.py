@@ -27,8 +27,8 @@ from pathlib import Path
 
 from autograder import PACKAGE_DIR, REPO_ROOT
 from autograder.authoring.assignment import chosen_assignment
-from autograder.judging.rubric import RELEASES, RubricError, Rubric, load_rubric
-from autograder.reports.results import VISIBILITIES
+from autograder.grading.rubric import RELEASES, RubricError, Rubric, load_rubric
+from autograder.grading.results_json import VISIBILITIES
 
 HELP = ("build the autograder zip to upload to Gradescope: setup.sh, run_autograder and the kit with one "
         "assignment's hidden suites")

@@ -28,13 +28,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autograder.batch import grade_report
+from autograder.grading.batch import grade_report
 from autograder.model.limits import Limits
 from autograder.host.sandbox import Zygote, isolation_refused
-from autograder.interrupts import JudgingInterrupted, interruption, raise_terminated
-from autograder.judging.rubric import Rubric, load_rubric
+from autograder.model.interrupts import JudgingInterrupted, interruption, raise_terminated
+from autograder.grading.rubric import Rubric, load_rubric
 from autograder.protocol import one_line
-from autograder.reports.results import VISIBILITIES, fenced, summary, write_json_atomic
+from autograder.grading.results_json import VISIBILITIES, fenced, summary, write_json_atomic
 
 LISTED_FILES = 10  # names a "not graded" message quotes from the submission
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38

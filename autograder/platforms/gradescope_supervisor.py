@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.host.sandbox import isolation_refused
-from autograder.reports.results import VISIBILITIES, fenced, write_json_atomic
+from autograder.grading.results_json import VISIBILITIES, fenced, write_json_atomic
 
 PR_SET_CHILD_SUBREAPER = 36
 GRADER_UID_BASE = 1 << 29  # + this process's pid: a uid no other grading has (sandboxes get 2**30 + their pid)

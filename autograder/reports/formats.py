@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Sequence
 
 from autograder.reports import github_classroom, junit, prairielearn
-from autograder.result import GradeResult
+from autograder.grading.result import GradeResult
 
 
 @dataclass(frozen=True)

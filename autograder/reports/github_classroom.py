@@ -16,10 +16,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from autograder.judging.rubric import PartScore
+from autograder.grading.rubric import PartScore
 from autograder.protocol import clean_text, one_line
-from autograder.reports.results import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, summary, write_text_atomic
-from autograder.result import GradeResult
+from autograder.grading.results_json import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, summary, write_text_atomic
+from autograder.grading.result import GradeResult
 
 VERSION = 1
 # characters of messages in one result: it reaches the reporter as one environment variable, which Linux

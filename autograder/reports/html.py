@@ -20,12 +20,12 @@ from typing import Sequence
 from urllib.parse import quote
 
 from autograder.judging.evidence import Figure
-from autograder.judging.rubric import PartScore, TestScore
+from autograder.grading.rubric import PartScore, TestScore
 from autograder.protocol import UNISOLATED, clean_text, one_line
 from autograder.reports import figures
-from autograder.reports.results import (MAX_LINE_CHARS, SUMMARY_CELL_ERRORS, by_hand_notice, message_text, rounded,
+from autograder.grading.results_json import (MAX_LINE_CHARS, SUMMARY_CELL_ERRORS, by_hand_notice, message_text, rounded,
                                         write_text_atomic)
-from autograder.result import GradeResult, display_name
+from autograder.grading.result import GradeResult, display_name
 
 STUDENTS = "students"  # the class's pages, apart from index.html whatever a student is called
 MAX_NAME_CHARS = 300

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Iterable
 
 from autograder.protocol import one_line
-from autograder.reports.results import MAX_LINE_CHARS, check_message, summary, write_text_atomic
-from autograder.result import GradeResult, display_name
+from autograder.grading.results_json import MAX_LINE_CHARS, check_message, summary, write_text_atomic
+from autograder.grading.result import GradeResult, display_name
 
 # what XML 1.0 cannot hold even escaped; cleaned text has none of them, and this makes sure of it
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

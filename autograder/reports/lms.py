@@ -1,6 +1,6 @@
 """Grades as an LMS imports them: Canvas's gradebook-import CSV and Moodle's grade-import CSV, with a column per
 rubric part besides the assignment's total.  Pure functions from grade rows to CSV text; where the rows come
-from (nbgrader's gradebook, grade-all's folder) is autograder.nbgrader_lms's and autograder.lms's business.
+from (nbgrader's gradebook, grade-all's folder) is autograder.nbgrader.lms's and autograder.commands.lms's business.
 
 Canvas (Grades > Import; what its GradebookImporter reads): a header row `Student, ID, SIS User ID, SIS Login
 ID, Section`, then one column per assignment.  A column named `Title (12345)` updates the assignment whose id

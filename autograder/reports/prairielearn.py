@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from autograder.protocol import one_line
-from autograder.reports.results import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, check_message, summary, write_json_atomic
-from autograder.result import GradeResult
+from autograder.grading.results_json import MAX_LINE_CHARS, MAX_OUTPUT_CHARS, check_message, summary, write_json_atomic
+from autograder.grading.result import GradeResult
 
 # characters of check messages in one file: even at 12 bytes a character (an emoji, escaped as two \uXXXX)
 # they stay well under PrairieLearn's 1 MB limit

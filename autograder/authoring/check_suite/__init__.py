@@ -5,7 +5,7 @@ correct-but-different submissions through the real grader and report the suite's
     python -m autograder.authoring.check_suite [ASSIGNMENT] ...            (the same)
 
 Every catalogue entry (`assignments/<name>/catalogue/`) is written to a file and graded by
-`autograder.grading.grade_file`: sandboxed child, hidden suites, rubric, exactly as a student's file.
+`autograder.grading.grade.grade_file`: sandboxed child, hidden suites, rubric, exactly as a student's file.
 A mistake is *caught* when it loses points in its own part; it is *unfair* when it also loses points in a part
 that does not build on that part; its *hint* is missing when the failure output of its own part does not
 contain the text the entry declares.  A variant *fails* when it gets less than full marks.

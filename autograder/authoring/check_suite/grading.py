@@ -38,9 +38,9 @@ def grade_entry(assignment: str, path: str, pictures: bool = True) -> dict[str, 
     import torch
 
     from autograder.judging.checks import comparison
-    from autograder.grading import grade_file
-    from autograder.reports.results import gradescope
-    from autograder.judging.rubric import load_rubric
+    from autograder.grading.grade import grade_file
+    from autograder.grading.results_json import gradescope
+    from autograder.grading.rubric import load_rubric
     from autograder.model.limits import Limits
 
     torch.set_num_threads(1)
@@ -86,7 +86,7 @@ def run_catalogue(assignment: str, *, workers: int = DEFAULT_WORKERS, names: lis
         if workers <= 1:
             graded = [_grade_star(job) for job in jobs]
         else:
-            from autograder.batch import worker_pool
+            from autograder.grading.batch import worker_pool
 
             with worker_pool(workers) as pool:
                 graded = list(pool.map(_grade_star, jobs, chunksize=1))

@@ -1,7 +1,7 @@
 """Reports: Gradescope's results.json format, written atomically, and read back.
 
 results.json carries, besides Gradescope's fields, the key of the grade (the file's sha256, the graded cells'
-sha256 and the assignment's fingerprint, see autograder.judging.fingerprint) and the exact verdicts: every test's
+sha256 and the assignment's fingerprint, see autograder.grading.fingerprint) and the exact verdicts: every test's
 unrounded score, its whole message and the evidence its pictures are drawn from (autograder.judging.evidence),
 the cell errors the summary lists and the loading failure.  With them `from_gradescope` rebuilds a GradeResult
 that renders exactly as the original (Gradescope's rounded scores and clipped texts could not), so nbgrader
@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from autograder.protocol import UNISOLATED, clean_text, one_line
-from autograder.result import GradeResult, LoadReport, display_name
+from autograder.grading.result import GradeResult, display_name
+from autograder.model.load_report import LoadReport
 from autograder.judging import evidence
 from autograder.judging.resemblance import Resemblance
-from autograder.judging.rubric import PartScore, Rubric, TestScore
+from autograder.grading.rubric import PartScore, Rubric, TestScore
 
 FORMAT_VERSION = 5  # 3: each test's evidence; 4: torch's own code the source holds; 5: the cells graded by hand
 SUMMARY_CELL_ERRORS = 20  # what the summary lists, so all that a result needs to keep
@@ -82,7 +83,7 @@ VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")  # Gra
 def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_fingerprint: str = "",
                visibility: str = "visible") -> dict[str, Any]:
     """Gradescope's results.json for `result`.  `cells_sha256` and `assignment_fingerprint` (see
-    autograder.judging.fingerprint) say what was graded against what; "" (unknown) never matches, so a result
+    autograder.grading.fingerprint) say what was graded against what; "" (unknown) never matches, so a result
     without them is never reused.  `visibility` is when students see the tests (one of VISIBILITIES)."""
     if visibility not in VISIBILITIES:
         raise ValueError(f"visibility {visibility!r} is not one of {', '.join(VISIBILITIES)}")

@@ -32,9 +32,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from autograder.judging.fingerprint import changed_components
-from autograder.reports.results import write_bytes_atomic
-from autograder.result import csv_cell, display_name
+from autograder.grading.fingerprint import changed_components
+from autograder.grading.results_json import write_bytes_atomic
+from autograder.grading.result import csv_cell, display_name
 
 HISTORY = "history"
 CHANGES = "changes.csv"

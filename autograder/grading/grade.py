@@ -11,14 +11,14 @@ from pathlib import Path
 
 import torch
 
-from autograder.judging.fingerprint import cells_sha256
-from autograder.result import GradeResult, as_text, display_name
-from autograder.interrupts import JudgingInterrupted, interruption
+from autograder.grading.fingerprint import cells_sha256
+from autograder.grading.result import GradeResult, as_text, display_name
+from autograder.model.interrupts import JudgingInterrupted, interruption
 from autograder.judging.judge import collect, run_suite
 from autograder.judging.resemblance import resemblances
 from autograder.host.remote import RemoteSubmission
 from autograder.host.sandbox import Zygote
-from autograder.judging.rubric import Rubric, score
+from autograder.grading.rubric import Rubric, score
 from autograder.model.limits import Limits
 from autograder.host.intake import UnreadableSubmission, read_submission
 from autograder.host.source_cells import cells_from, read_cells

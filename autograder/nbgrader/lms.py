@@ -3,7 +3,7 @@
 `LmsExport`, an nbgrader export plugin, writes the gradebook as Canvas's or Moodle's grade import (the formats:
 autograder.reports.lms):
 
-    nbgrader export --exporter=autograder.nbgrader_lms.LmsExport --LmsExport.lms=canvas --to grades-canvas.csv
+    nbgrader export --exporter=autograder.nbgrader.lms.LmsExport --LmsExport.lms=canvas --to grades-canvas.csv
 
 Every student of the gradebook gets a row in every assignment exported (--assignment limits them): the total
 is nbgrader's score less its late penalty (as nbgrader's own CSV export computes it; 0 when nothing was
@@ -14,7 +14,7 @@ per grade cell.
 `PerHourPenalty` is a late-submission plugin for nbgrader's AssignLatePenalties (run by `autograde` after
 SaveAutoGrades, SandboxedGrading's verdicts included: see nbgrader_config.py):
 
-    c.AssignLatePenalties.plugin_class = "autograder.nbgrader_lms.PerHourPenalty"
+    c.AssignLatePenalties.plugin_class = "autograder.nbgrader.lms.PerHourPenalty"
     c.PerHourPenalty.percent_per_hour = 10     # of the notebook's score, per hour or part of one
     c.PerHourPenalty.grace_minutes = 5
 
@@ -25,7 +25,7 @@ Per-student extensions are nbgrader's own: SubmittedAssignment.extension, which 
 (SubmittedAssignment.duedate, hence total_seconds_late).  nbgrader 0.9 offers no command for it, only
 Gradebook.grant_extension, which needs the submission's row; `grant_extension` below makes the row first:
 
-    python -m autograder.nbgrader_lms extension ASSIGNMENT STUDENT --hours 48 [--db sqlite:///gradebook.db]
+    python -m autograder.nbgrader.lms extension ASSIGNMENT STUDENT --hours 48 [--db sqlite:///gradebook.db]
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ from autograder.reports import lms as formats
 
 def _rubric_parts(assignment: str) -> list[str] | None:
     """The rubric's part names in order, or None when the kit has no rubric for `assignment`."""
-    from autograder.judging.rubric import RubricError, load_rubric
+    from autograder.grading.rubric import RubricError, load_rubric
 
     try:
         return [p.name for p in load_rubric(assignment).parts]
@@ -105,7 +105,7 @@ class LmsExport(ExportPlugin):
                         ).tag(config=True)
 
     def export(self, gradebook: Gradebook) -> None:
-        from autograder.reports.results import write_text_atomic
+        from autograder.grading.results_json import write_text_atomic
 
         dest = self.to or f"grades-{self.lms}.csv"
         names = [str(a) for a in self.assignment] or [a.name for a in gradebook.assignments]
@@ -156,7 +156,7 @@ def _default_db() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.nbgrader_lms")
+    parser = argparse.ArgumentParser(prog="python -m autograder.nbgrader.lms")
     commands = parser.add_subparsers(dest="command", required=True)
     extension = commands.add_parser("extension", help="give a student an extension (all zero: remove it)")
     extension.add_argument("assignment")
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         grant_extension(args.db, args.assignment, args.student, course_id=args.course_id, minutes=args.minutes,
                         hours=args.hours, days=args.days)
     except MissingEntry as exc:
-        print(f"python -m autograder.nbgrader_lms: error: {exc}", file=sys.stderr)
+        print(f"python -m autograder.nbgrader.lms: error: {exc}", file=sys.stderr)
         return 2
     print(f"{args.student}: extension of {args.days:g} d {args.hours:g} h {args.minutes:g} min on {args.assignment}")
     return 0

@@ -5,20 +5,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
 from autograder.judging.resemblance import Resemblance
-from autograder.judging.rubric import PartScore
-
-
-class LoadReport:
-    def __init__(self) -> None:
-        self.cell_errors: list[dict[str, Any]] = []
-        self.names: set[str] = set()
-        self.notices: list[str] = []
-        self.loaded = False
-        self.failure = ""  # why the submission never finished loading, if it did not
-        self.isolation = ""  # which tier of the sandbox graded it (autograder.child.isolation.TIER_NAMES)
+from autograder.grading.rubric import PartScore
+from autograder.model.load_report import LoadReport
 
 
 @dataclass
@@ -30,7 +20,7 @@ class GradeResult:
     max_score: float
     load: LoadReport = field(default_factory=LoadReport)
     unreadable: str = ""
-    cells_sha256: str = ""  # what was graded (autograder.judging.fingerprint.cells_sha256); "" when nothing could be read
+    cells_sha256: str = ""  # what was graded (autograder.grading.fingerprint.cells_sha256); "" when nothing could be read
     printed: str = ""
     resembles: list[Resemblance] = field(default_factory=list)  # torch's own code the source holds, for review
     seconds: float = 0.0
@@ -59,7 +49,7 @@ def display_name(name: str, limit: int | None = None) -> str:
     \\uNNNN or \\UNNNNNNNN; a byte that is not UTF-8 (a lone surrogate from os.fsdecode) becomes \\xNN, as in
     as_text.  Shown names are printable text: showing one again changes nothing, so a writer may clean a name
     that is already clean.  Names that differ only where one has an escape's spelling and the other the
-    character (a file called `a\\x1b.py` and one called a-ESC.py) show alike: autograder.batch refuses two
+    character (a file called `a\\x1b.py` and one called a-ESC.py) show alike: autograder.grading.batch refuses two
     such files as submissions of one student.  `limit` clips the shown name (with "…") for fields of bounded
     length."""
     text = name if type(name) is str else as_text(str(name))
@@ -94,5 +84,5 @@ def csv_cell(text: str) -> str:
 
 def name_of_csv_cell(cell: str) -> str:
     """The name a grades.csv cell holds (csv_cell undone): every cell that starts with a quote got it from
-    csv_cell, so reading one back (autograder.lms, a script of the course's) finds `<name>.json` again."""
+    csv_cell, so reading one back (autograder.commands.lms, a script of the course's) finds `<name>.json` again."""
     return cell[1:] if cell.startswith("'") else cell

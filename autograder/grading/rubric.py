@@ -34,25 +34,18 @@ root), outside the installed `autograder` package: installing the kit never make
 """
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping
 
 from autograder import REPO_ROOT
 
 from autograder.model.cells import code_text, nbgrader_of
 from autograder.judging.evidence import MAX_FIGURES, Figure
-
-def suite_sources(suite_files: Sequence[Path]) -> set[Path]:
-    """The suites and every Python file beside them: the helper modules a suite imports from its folder (and
-    the folder's __init__.py) decide its checks as much as the suite does.  Not the subfolders (catalogue/),
-    which grading never reads."""
-    beside = (p for folder in {f.parent for f in suite_files} for p in folder.glob("*.py"))
-    return {*suite_files, *beside}
-
 
 if TYPE_CHECKING:  # the judge imports pytest and torch; scoring needs neither
     from autograder.judging.judge import Outcome
@@ -93,6 +86,7 @@ STRUCTURE_ALONE = "structure and form alone earn no points: no check of this par
 PART_KEYS = {"name", "title", "points", "suite", "weights", "structural", "forbidden_ops", "off_limits", "built_on",
              "form", "own_parts", "follow_through", "end_to_end_share", "form_share"}
 RUBRIC_KEYS = {"assignment", "fine", "skip_when_unchanged", "preload", "parts", "catalogue"}
+CATALOGUE_KEYS = {"determinism", "demo"}
 
 
 @dataclass(frozen=True)
@@ -106,6 +100,7 @@ class Rubric:
     preload: tuple[str, ...] = ()  # modules the zygote imports for this assignment's children
     # grade_id -> points of each cell of the release graded by hand (written answers): outside max_score
     graded_by_hand: Mapping[str, float] = field(default_factory=dict)
+    catalogue: Mapping[str, Any] = field(default_factory=dict)  # the manifest's [catalogue], for the authoring tools
 
     @property
     def forbidden_ops(self) -> tuple[str, ...]:
@@ -145,6 +140,53 @@ def _in_checkout(package: str) -> bool:
     return (REPO_ROOT / package).exists() or (REPO_ROOT / f"{package}.py").exists()
 
 
+@dataclass(frozen=True)
+class Manifest:
+    """rubric.toml as written, every key checked: what its readers (this module's load_rubric, and the
+    authoring tools' catalogue) take from it.  Nothing in the checkout beside it is read yet."""
+    assignment: str
+    parts: tuple[Part, ...]
+    fine: tuple[str, ...]
+    preload: tuple[str, ...]
+    skip_when_unchanged: tuple[str, ...]
+    catalogue: Mapping[str, Any]  # [catalogue]: determinism, demo (autograder.authoring.catalogue)
+
+
+def read_manifest(path: Path) -> Manifest:
+    """The one reader of rubric.toml.  Strict: an unknown key, at the top, in a part or in [catalogue], is an
+    error naming the file, the key and the valid key nearest to it, since a misspelt key would silently change
+    a grade (a misspelt `structural` lets structure earn on its own)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        if unknown := _unknown_keys(data, RUBRIC_KEYS):
+            raise RubricError(f"{path}: {unknown}")
+        catalogue = data.get("catalogue", {})
+        if not isinstance(catalogue, dict):
+            raise TypeError("[catalogue] must be a table")
+        if unknown := _unknown_keys(catalogue, CATALOGUE_KEYS):
+            raise RubricError(f"{path}: [catalogue]: {unknown}")
+        if not isinstance(data["parts"], list):
+            raise TypeError("parts must be an array of [[parts]] tables")
+        manifest = Manifest(str(data.get("assignment", "")), tuple(_part(path, p) for p in data["parts"]),
+                            tuple(_names(data.get("fine", []))), tuple(_names(data.get("preload", []))),
+                            tuple(_names(data.get("skip_when_unchanged", []))), catalogue)
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise RubricError(f"{path}: {type(exc).__name__}: {exc}") from None
+    bad = [name for name in manifest.preload if not MODULE_NAME.fullmatch(name)]
+    if bad:
+        raise RubricError(f"{path}: preload names no module: {', '.join(map(repr, bad))}")
+    seen: set[str] = set()
+    for part in manifest.parts:
+        if part.name in seen:
+            raise RubricError(f"{path}: two parts are named {part.name!r}")
+        later = [b for b in part.built_on if b not in seen]
+        if later:
+            raise RubricError(f"{path}: part {part.name!r} is built on {', '.join(map(repr, later))}, which is not "
+                              "a part before it")
+        seen.add(part.name)
+    return manifest
+
+
 def load_rubric(assignment: str, notebook: Path | None = None) -> Rubric:
     """`notebook` is the one whose cells `skip_when_unchanged` names: by default the committed release,
     which submissions are compared with; the release generator checks the source notebook it releases."""
@@ -156,35 +198,18 @@ def load_rubric(assignment: str, notebook: Path | None = None) -> Rubric:
     if not path.is_file():
         known = sorted(p.name for p in ASSIGNMENTS.iterdir() if (p / "rubric.toml").is_file())
         raise RubricError(f"{path}: no such assignment {assignment!r} (known: {', '.join(known)})")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-        parts = tuple(_part(path, p) for p in data["parts"])
-        rubric = Rubric(data.get("assignment", assignment), folder, parts, tuple(_names(data.get("fine", []))),
-                        preload=tuple(_names(data.get("preload", []))))
-        skippable = _names(data.get("skip_when_unchanged", []))
-    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise RubricError(f"{path}: {type(exc).__name__}: {exc}") from None
-    # a misspelt key would silently change a grade (a misspelt `structual` lets structure earn on its own)
-    unknown = sorted(set(data) - RUBRIC_KEYS)
-    if unknown:
-        raise RubricError(f"{path}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(RUBRIC_KEYS))})")
-    bad = [name for name in rubric.preload if not MODULE_NAME.fullmatch(name)]
-    if bad:
-        raise RubricError(f"{path}: preload names no module: {', '.join(map(repr, bad))}")
+    manifest = read_manifest(path)
+    rubric = Rubric(manifest.assignment or assignment, folder, manifest.parts, manifest.fine,
+                    preload=manifest.preload, catalogue=manifest.catalogue)
     # the zygote never imports the checkout's own code (hidden suites, solutions): only installed libraries
     ours = [name for name in rubric.preload if _in_checkout(name.partition(".")[0])]
     if ours:
         raise RubricError(f"{path}: preload names modules of the checkout, which the zygote never imports: "
                           f"{', '.join(ours)}")
-    seen: set[str] = set()
+    parts, skippable = manifest.parts, manifest.skip_when_unchanged
     for part in parts:
         if not (folder / part.suite).is_file():
             raise RubricError(f"{path}: part {part.name!r} names a missing suite {part.suite}")
-        later = [b for b in part.built_on if b not in seen]
-        if later:
-            raise RubricError(f"{path}: part {part.name!r} is built on {', '.join(map(repr, later))}, which is not "
-                              "a part before it")
-        seen.add(part.name)
         # a misspelt or renamed check would silently earn points on its own again
         source = (folder / part.suite).read_text(encoding="utf-8")
         checks = set(re.findall(r"^def (test_\w+)\(", source, re.M))
@@ -244,10 +269,8 @@ def _locked_sources(path: Path, notebook: Path, grade_ids: list[str]) -> dict[st
 def _part(path: Path, table: Any) -> Part:
     if not isinstance(table, dict):
         raise TypeError("each [[parts]] entry must be a table")
-    unknown = sorted(set(table) - PART_KEYS)
-    if unknown:
-        raise RubricError(f"{path}: part {table.get('name')!r} has unknown keys {', '.join(unknown)} (known: "
-                          f"{', '.join(sorted(PART_KEYS))})")
+    if unknown := _unknown_keys(table, PART_KEYS):
+        raise RubricError(f"{path}: part {table.get('name')!r}: {unknown}")
     shares = {"form_share": float(table.get("form_share", 0.2))}
     if "end_to_end_share" in table:
         shares["end_to_end_share"] = float(table["end_to_end_share"])
@@ -259,6 +282,19 @@ def _part(path: Path, table: Any) -> Part:
                 tuple(_names(table.get("off_limits", []))), tuple(_names(table.get("built_on", []))),
                 frozenset(_names(table.get("form", []))), frozenset(_names(table.get("own_parts", []))),
                 table.get("follow_through", True), **shares)
+
+
+def _unknown_keys(table: Mapping[str, Any], known: set[str]) -> str:
+    """What is wrong with `table`'s keys, each unknown one with the valid key it most resembles; "" if nothing:
+    a misspelt key would otherwise be ignored (a misspelt `structural` would let constructors earn points)."""
+    def nearest(key: str) -> str:
+        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+        return f" (did you mean {close[0]!r}?)" if close else ""
+    unknown = sorted(set(table) - known)
+    if not unknown:
+        return ""
+    return (f"unknown key{'s' * (len(unknown) > 1)} " + ", ".join(f"{k!r}{nearest(k)}" for k in unknown)
+            + f"; the valid keys are {', '.join(sorted(known))}")
 
 
 def _names(value: object) -> list[str]:

@@ -17,6 +17,7 @@ would have stopped the command line (no grade written); a client that vanishes i
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import os
@@ -31,11 +32,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from autograder import protocol
-from autograder.interrupts import Terminated, raise_terminated
-from autograder.result import display_name
+from autograder.commands import UsageError
+from autograder.commands.service_client import REQUEST_SECONDS, VARIABLE
+from autograder.grading.result import display_name
+from autograder.model.interrupts import Terminated, raise_terminated
 
-VARIABLE = "AUTOGRADER_SERVICE"
-REQUEST_SECONDS = 10.0  # to send a request, or to answer a stop
+HELP = f"keep a warm grader running: `grade` commands run with {VARIABLE}=SOCKET are graded by it"
 MAX_ARGUMENTS = 200
 STOPS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
 
@@ -43,53 +45,6 @@ STOPS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
 class ServiceError(Exception):
     """The service cannot start here (socket folder not private, another service listening, ...)."""
 
-
-# --- the client: python -m autograder grade, when AUTOGRADER_SERVICE is set ----------------------------
-
-
-def grade_through(path: str, argv: list[str]) -> int | None:
-    """The exit status of `grade argv` run by the service at `path`, its output printed here; None (after a
-    one-line notice) when there is no usable service and this process should grade by itself."""
-    def unusable(why: str) -> None:
-        print(f"python -m autograder: no grading service at {path} ({why}); grading here", file=sys.stderr)
-
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(REQUEST_SECONDS)
-        sock.connect(path)
-        protocol.send(sock, {"argv": argv, "cwd": os.getcwd(), "assignment": os.environ.get("AUTOGRADER_ASSIGNMENT")})
-        sock.settimeout(None)
-    except OSError as exc:
-        sock.close()
-        return unusable(exc.strerror or type(exc).__name__)
-    previous = signal.signal(signal.SIGTERM, raise_terminated)
-    try:
-        try:
-            reply, _ = protocol.recv(sock, max_payload=0)  # as long as grading takes: the service keeps the limits
-        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM here: the service stops the grading and says so
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            stop = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
-            protocol.send(sock, {"stop": stop})
-            reply, _ = protocol.recv(sock, time.monotonic() + REQUEST_SECONDS, max_payload=0)
-    except (OSError, EOFError, protocol.ProtocolError, protocol.Timeout) as exc:
-        print(f"python -m autograder: the grading service at {path} stopped answering ({type(exc).__name__}); "
-              "whether it wrote a grade is unknown", file=sys.stderr)
-        return 1
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        sock.close()
-    if type(reply.get("refused")) is str:
-        return unusable(reply["refused"])
-    code, out, err = reply.get("code"), reply.get("stdout"), reply.get("stderr")
-    if type(code) is not int or type(out) is not str or type(err) is not str:
-        print(f"python -m autograder: malformed answer from the grading service at {path}", file=sys.stderr)
-        return 1
-    sys.stdout.write(out)
-    sys.stderr.write(err)
-    return code
-
-
-# --- the service --------------------------------------------------------------------------------------
 
 
 def _listen(path: Path) -> socket.socket:
@@ -200,7 +155,7 @@ def _as_client(cwd: str, assignment: str | None) -> Iterator[tuple[io.StringIO, 
 
 def _serve_one(conn: socket.socket, run: Callable[[list[str]], int], stopper: _Stopper, started_with: bytes,
                log: Callable[[str], None]) -> None:
-    from autograder.judging.fingerprint import package_digest
+    from autograder.model.code_version import package_digest
 
     if _peer_uid(conn) != os.getuid():
         log("refused a connection from another user")
@@ -243,14 +198,14 @@ def serve(path: Path, assignments: list[str], log: Callable[[str], None], grade:
     """Runs until SIGTERM or Ctrl-C, answering each client's request with `grade` (the command line's own
     entry point, given by it); the socket is removed on the way out."""
     from autograder.host.sandbox import Zygote
-    from autograder.judging.fingerprint import package_digest
+    from autograder.model.code_version import package_digest
 
     listener = _listen(path)
     try:
         started_with = package_digest()
         Zygote.shared()  # torch on both sides at once
         from autograder.judging.judge import collect
-        from autograder.judging.rubric import load_rubric
+        from autograder.grading.rubric import load_rubric
 
         for name in assignments:  # collected now rather than at the first request
             collect(load_rubric(name).suite_files())
@@ -269,3 +224,26 @@ def serve(path: Path, assignments: list[str], log: Callable[[str], None], grade:
         listener.close()
         with contextlib.suppress(OSError):
             path.unlink()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--socket", type=Path, default=os.environ.get(VARIABLE) or None,
+                        help=f"where to listen, in a folder only you may enter (default: ${VARIABLE})")
+    parser.add_argument("--assignment", action="append", default=[], dest="assignments", metavar="ASSIGNMENT",
+                        help="collect this assignment's suites at start (repeatable; others are collected when "
+                             "first graded)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from autograder.commands.main import main  # what the service runs for each request: the command line itself
+    from autograder.grading.rubric import RubricError, load_rubric
+
+    if args.socket is None:
+        raise UsageError(f"serve needs --socket or ${VARIABLE}")
+    os.environ.pop(VARIABLE, None)  # the service grades by itself, never through itself
+    try:
+        for name in args.assignments:
+            load_rubric(name)
+        return serve(args.socket, args.assignments, lambda line: print(line, file=sys.stderr, flush=True), main)
+    except (RubricError, ServiceError) as exc:
+        raise UsageError(str(exc)) from None

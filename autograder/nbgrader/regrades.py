@@ -1,5 +1,5 @@
 """Regrades that show what changed, on nbgrader's side: `nbgrader autograde` keeps every grade the kit makes
-and says whose grade moved, which checks moved, and why, as grade-all does (autograder.regrades).
+and says whose grade moved, which checks moved, and why, as grade-all does (autograder.grading.regrades).
 
 nbgrader itself keeps nothing to compare with: `autograde --force` (and a resubmission newer than the
 autograded copy) removes autograded/<student>/<assignment>/ before grading, and its gradebook holds points per
@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from autograder import regrades
-from autograder.batch import result_path
-from autograder.reports.results import write_text_atomic
-from autograder.result import display_name
+from autograder.grading import regrades
+from autograder.grading.batch import result_path
+from autograder.grading.results_json import write_text_atomic
+from autograder.grading.result import display_name
 
 HISTORY_FOLDER = "autograded-history"
 NOTEBOOK = "nbgrader_notebook"  # extra_data's key for the notebook a kept grade is of

@@ -2,7 +2,7 @@
 
 Each submission's results.json is written atomically the moment it is graded, with the hash of the file
 it judged and the fingerprint of the assignment it was judged against (suites, rubric, kit, limits; see
-autograder.judging.fingerprint).  A rerun keeps a result only when both still match, so killing the grader mid-batch
+autograder.grading.fingerprint).  A rerun keeps a result only when both still match, so killing the grader mid-batch
 loses at most the submissions in progress, and editing a suite, the rubric, the kit or a limit regrades
 everything.  grades.csv is always rebuilt from the per-submission results, never kept as its own state.
 
@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from autograder import regrades
-from autograder.judging.fingerprint import assignment_fingerprint, changed_components, fingerprint_components
+from autograder.grading import regrades
+from autograder.grading.fingerprint import assignment_fingerprint, changed_components, fingerprint_components
 from autograder.host.intake import submission_sha256
-from autograder.result import GradeResult, csv_cell, display_name
-from autograder.interrupts import JudgingInterrupted, raise_terminated
-from autograder.reports.results import NotAResult, gradescope, read_result, rounded, write_json_atomic
-from autograder.judging.rubric import Rubric
+from autograder.grading.result import GradeResult, csv_cell, display_name
+from autograder.model.interrupts import JudgingInterrupted, raise_terminated
+from autograder.grading.results_json import NotAResult, gradescope, read_result, rounded, write_json_atomic
+from autograder.grading.rubric import Rubric
 from autograder.model.limits import Limits
 
 SUBMISSION_SUFFIXES = (".ipynb", ".py")
@@ -259,23 +259,23 @@ def pending_entries(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits,
 
 def grade_report(path: Path, rubric: Rubric, limits: Limits, visibility: str = "visible",
                  within: Path | None = None, refused: str = "") -> tuple[GradeResult, dict[str, Any]]:
-    """Grades one file (as autograder.grading.grade_file does): its GradeResult and its results.json, keyed
+    """Grades one file (as autograder.grading.grade.grade_file does): its GradeResult and its results.json, keyed
     by what was graded against what."""
     fingerprint = assignment_fingerprint(rubric, limits)  # before grading: the suites the judge will read
-    from autograder.grading import grade_file  # the judge and torch: only where grading happens
+    from autograder.grading.grade import grade_file  # the judge and torch: only where grading happens
 
     components = fingerprint_components(rubric, limits)
     result = grade_file(path, rubric, limits, within=within, refused=refused)
     report = gradescope(result, cells_sha256=result.cells_sha256, assignment_fingerprint=fingerprint,
                         visibility=visibility)
-    # which input changed, when a later run finds this result stale (autograder.regrades)
+    # which input changed, when a later run finds this result stale (autograder.grading.regrades)
     report["extra_data"]["assignment_components"] = components
     return result, report
 
 
 def record(out_dir: Path, entry: Entry, result_json: dict) -> None:
     """Stores one submission's result, atomically: a rerun sees it whole or not at all.  A result it replaces
-    is first kept in OUT/history/<student>/ (autograder.regrades.keep_history), so that no grade is lost,
+    is first kept in OUT/history/<student>/ (autograder.grading.regrades.keep_history), so that no grade is lost,
     however the run ends."""
     path = result_path(out_dir, entry.student)
     regrades.keep_history(path)
@@ -375,7 +375,7 @@ def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
     from autograder.host.sandbox import Zygote, ZygoteFailed
 
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["autograder.grading"])
+    context.set_forkserver_preload(["autograder.grading.grade"])
     try:
         zygote = Zygote.shared()
         controls = [zygote.attach() for _ in range(jobs)]
@@ -418,7 +418,7 @@ def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs:
 
 def finish(out_dir: Path, entries: list[Entry], rubric: Rubric, log: Callable[[str], None] = stderr_log) -> None:
     """The end of a completed run: grades.csv and what it leaves to the instructor (the written answers, graded
-    by hand), if anything; then changes.csv and its summary line (autograder.regrades), the run's last word."""
+    by hand), if anything; then changes.csv and its summary line (autograder.grading.regrades), the run's last word."""
     write_grades_csv(out_dir, entries, rubric)
     if rubric.graded_by_hand:
         log(by_hand_line(rubric))

@@ -2,7 +2,7 @@
 
 The client (the instructor's machine) reads each submission and sends its bytes with the task, so workers need
 no shared file system.  A worker grades with its own checkout of the kit, after checking that its copy of the
-assignment is the client's (autograder.judging.fingerprint): a class is never graded with two different suites.
+assignment is the client's (autograder.grading.fingerprint): a class is never graded with two different suites.
 Results come back to the client, which alone writes them, atomically, the moment each arrives, exactly as a
 local grade-all does: a rerun resumes, and a task that Dask ran twice (its worker died after finishing) is
 still recorded once.
@@ -21,11 +21,11 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from autograder import batch
-from autograder.batch import Entry, finish, pending_entries, progress, record, stderr_log
+from autograder.grading import batch
+from autograder.grading.batch import Entry, finish, pending_entries, progress, record, stderr_log
 from autograder.host.intake import UnreadableSubmission, read_submission
-from autograder.interrupts import JudgingInterrupted
-from autograder.judging.rubric import Rubric
+from autograder.model.interrupts import JudgingInterrupted
+from autograder.grading.rubric import Rubric
 from autograder.model.limits import Limits
 
 CONNECT_SECONDS = 5  # a scheduler that does not answer within this is reported as absent
@@ -61,8 +61,8 @@ def _worker_name() -> str:
 
 def _check_worker(assignment: str, limits: Limits, fingerprint: str) -> Rubric:
     """This worker's rubric for `assignment`, if its copy is the client's and it can grade as asked."""
-    from autograder.judging.fingerprint import assignment_fingerprint
-    from autograder.judging.rubric import RubricError, load_rubric
+    from autograder.grading.fingerprint import assignment_fingerprint
+    from autograder.grading.rubric import RubricError, load_rubric
     from autograder.host.sandbox import isolation_refused
 
     try:
@@ -121,7 +121,7 @@ def _read(entry: Entry) -> bytes | str:
 def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, scheduler: str,
               log: Callable[[str], None] = stderr_log, duplicates: str = "refuse",
               only: list[str] | None = None) -> list[Entry]:
-    """Like autograder.batch.grade_all, on the cluster at `scheduler`, which is contacted only when something
+    """Like autograder.grading.batch.grade_all, on the cluster at `scheduler`, which is contacted only when something
     is left to grade.  Raises ClusterUnusable (exit 2), or JudgingInterrupted / KeyboardInterrupt when
     stopped; every result recorded so far stays.  Raises DuplicateSubmissions or UnknownStudents before
     contacting it."""
@@ -147,7 +147,7 @@ def _run(client: Any, pending: list[Entry], out_dir: Path, rubric: Rubric, limit
     import dask
     from distributed import as_completed
 
-    from autograder.judging.fingerprint import assignment_fingerprint
+    from autograder.grading.fingerprint import assignment_fingerprint
 
     futures: dict[Any, Entry] = {}
     try:

@@ -12,12 +12,13 @@ import json
 import sys
 from pathlib import Path
 
-from autograder.batch import result_path
-from autograder.judging.rubric import Rubric, RubricError, load_rubric
+from autograder.commands import UsageError
+from autograder.grading.batch import result_path
+from autograder.grading.rubric import Rubric, RubricError, load_rubric
 from autograder.reports import lms
-from autograder.reports.results import NotAResult, read_result, rounded, write_text_atomic
+from autograder.grading.results_json import NotAResult, read_result, rounded, write_text_atomic
 
-USAGE_ERROR = 2
+HELP = "grade-all's results as a Canvas or Moodle grade import (CSV)"
 
 
 class NotResults(ValueError):
@@ -98,34 +99,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     allowed = lms.CANVAS_ID_COLUMNS if args.lms_format == "canvas" else ("username", "idnumber")
     if args.id_column and args.id_column not in allowed:
-        print(f"python -m autograder: error: --id-column {args.id_column!r} is not one of {', '.join(allowed)} "
-              f"for {args.lms_format}", file=sys.stderr)
-        return USAGE_ERROR
+        raise UsageError(f"--id-column {args.id_column!r} is not one of {', '.join(allowed)} for {args.lms_format}")
     if args.canvas_id and not args.canvas_id.isdigit():
-        print(f"python -m autograder: error: --canvas-id {args.canvas_id!r} is not a number", file=sys.stderr)
-        return USAGE_ERROR
+        raise UsageError(f"--canvas-id {args.canvas_id!r} is not a number")
     try:
         grades = from_results_folder(args.results, title=args.title, lms_id=args.canvas_id,
                                      part_ids=dict(args.canvas_part_id))
     except NotResults as exc:
-        print(f"python -m autograder: error: {exc}", file=sys.stderr)
-        return USAGE_ERROR
+        raise UsageError(str(exc)) from None
     if unknown := set(dict(args.canvas_part_id)) - {p for p, _ in grades.parts}:
-        print(f"python -m autograder: error: --canvas-part-id: no part {', '.join(sorted(unknown))}",
-              file=sys.stderr)
-        return USAGE_ERROR
+        raise UsageError(f"--canvas-part-id: no part {', '.join(sorted(unknown))}")
     text = lms.render(args.lms_format, [grades], id_column=args.id_column, with_parts=args.with_parts)
     write_text_atomic(args.output, text)
     print(f"{args.output}: {len(grades.rows)} students, {args.lms_format} grade import", file=sys.stderr)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m autograder.lms RESULTS ...`: the same as `python -m autograder lms RESULTS ...`."""
-    parser = argparse.ArgumentParser(prog="python -m autograder lms", description=__doc__.split("\n")[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

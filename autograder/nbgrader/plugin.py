@@ -36,7 +36,7 @@ ignored: malformed, foreign, or keyed otherwise.
 Every grade it makes or reuses is kept in <course root>/autograded-history/<assignment>/<student>/, and a
 regrade (autograde --force, a resubmission) is compared with the student's previous grade there: whose score or
 check verdicts moved, and why, go to <course root>/<assignment>-changes.csv and nbgrader's log
-(autograder.nbgrader_regrades).
+(autograder.nbgrader.regrades).
 """
 from __future__ import annotations
 
@@ -58,15 +58,15 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Int, List, TraitType, Unicode
 
-from autograder.judging.fingerprint import assignment_fingerprint, fingerprint_components
-from autograder.grading import Unjudgeable, file_cells_sha256, grade_file
-from autograder.batch import result_path, suite_names
-from autograder import nbgrader_regrades
-from autograder.result import GradeResult, display_name
+from autograder.grading.fingerprint import assignment_fingerprint, fingerprint_components
+from autograder.grading.grade import Unjudgeable, file_cells_sha256, grade_file
+from autograder.grading.batch import result_path, suite_names
+from autograder.nbgrader import regrades as nbgrader_regrades
+from autograder.grading.result import GradeResult, display_name
 from autograder.reports import figures
-from autograder.reports.results import from_gradescope, gradescope, message_text, summary
+from autograder.grading.results_json import from_gradescope, gradescope, message_text, summary
 from autograder.judging.judge import run_suite
-from autograder.judging.rubric import PartScore, Rubric, load_rubric, score
+from autograder.grading.rubric import PartScore, Rubric, load_rubric, score
 from autograder.model.limits import Limits, knobs
 from autograder.host.sandbox import isolation_refused
 from autograder.host.intake import UnreadableSubmission, read_submission
@@ -373,36 +373,36 @@ def picture_outputs(part: PartScore) -> list[NotebookNode]:
         "text/plain": f"{name}: {figures.caption(figure)}"}) for png, (name, figure) in shown.items()]
 
 
-def verdict_outputs(part: PartScore, cell_points: float, result: GradeResult) -> list[NotebookNode]:
-    """The outputs that make nbgrader's determine_grade give this cell its share of the part's score (it reads
-    the first error or execute_result, and ignores the pictures after them)."""
+def verdict_outputs(part: PartScore, result: GradeResult) -> list[NotebookNode]:
+    """The outputs that make nbgrader's determine_grade give this part's cell the rubric's score for it (it
+    reads the first error or execute_result, and ignores the pictures after them): the points are the rubric's
+    (grading/rubric.score), written here and never computed again."""
     text = _part_feedback(part, result)
-    fraction = part.score / part.part.points if part.part.points else 0.0
-    earned = round(fraction * cell_points, 4)
+    earned, points = round(part.score, 4), part.part.points
     if earned <= 0:
         return [nbformat.v4.new_output("error", ename="NotGraded" if result.unreadable else "TestsFailed",
-                                       evalue=f"0 / {cell_points:g} points", traceback=text.split("\n")),
+                                       evalue=f"0 / {points:g} points", traceback=text.split("\n")),
                 *picture_outputs(part)]
     stream = nbformat.v4.new_output("stream", name="stdout", text=text + "\n")
-    if earned >= cell_points:
+    if earned >= points:
         return [stream, *picture_outputs(part)]
     result_output = nbformat.v4.new_output("execute_result", data={"text/plain": repr(earned)},
                                            execution_count=1)
     return [result_output, stream, *picture_outputs(part)]
 
 
-def unmatched_outputs(grade_id: str, assignment: str, cell_points: float) -> list[NotebookNode]:
-    """The outputs that make nbgrader score a graded cell that no rubric part checks 0."""
-    text = (f"this check cell (grade_id {grade_id}) matches no part of the rubric for assignment {assignment}; "
-            "ask your instructor")
+def not_graded_outputs(cell_points: float, why: str) -> list[NotebookNode]:
+    """The outputs that make nbgrader score a graded cell 0, saying why (an instructor's problem)."""
     return [nbformat.v4.new_output("error", ename="NotGraded", evalue=f"0 / {cell_points:g} points",
-                                   traceback=[text])]
+                                   traceback=[f"{why}; ask your instructor"])]
 
 
 def write_verdicts(nb: NotebookNode, result: GradeResult) -> list[str]:
-    """Writes each autograded test cell's outputs from `result`; returns the grade_ids that matched no part."""
+    """Writes each autograded test cell's outputs from `result`; returns what kept a cell from its verdict (a
+    grade_id that matches no part, or points that are not the part's: the release was not regenerated), each
+    such cell scored 0 rather than a grade the rubric did not decide."""
     by_name = {p.part.name: p for p in result.parts}
-    unmatched = []
+    problems = []
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
@@ -410,11 +410,16 @@ def write_verdicts(nb: NotebookNode, result: GradeResult) -> list[str]:
         grade_id, points = str(meta.get("grade_id")), float(meta.get("points", 0))
         part = by_name.get(grade_id)
         if part is None:
-            unmatched.append(grade_id)
-            cell.outputs = unmatched_outputs(grade_id, result.assignment, points)
+            why = f"this check cell (grade_id {grade_id}) matches no part of the rubric for assignment {result.assignment}"
+        elif points != part.part.points:
+            why = (f"this check cell (grade_id {grade_id}) carries {points:g} points, and the rubric's part "
+                   f"{grade_id} of assignment {result.assignment} {part.part.points:g}")
         else:
-            cell.outputs = verdict_outputs(part, points, result)
-    return unmatched
+            cell.outputs = verdict_outputs(part, result)
+            continue
+        cell.outputs = not_graded_outputs(points, why)
+        problems.append(why)
+    return problems
 
 
 def _limit_traits() -> dict[str, TraitType]:
@@ -454,14 +459,14 @@ class SandboxedGrading(_LimitTraits):
         for grade_id in add_missing_test_cells(nb, release_cells(resources)):
             self.log.warning("%s: test cell %s was missing from the submission: added back with its verdict",
                              student, grade_id)
-        for grade_id in write_verdicts(nb, result):
-            self.log.warning("test cell %s matches no part of rubric %s: scored 0", grade_id, rubric.assignment)
+        for problem in write_verdicts(nb, result):
+            self.log.warning("%s: %s: scored 0", student, problem)
         explain_not_run(nb)
         return nb, resources
 
     def keep_grade(self, resources: dict[str, Any], rubric: Rubric, result: GradeResult, fingerprint: str,
                    components: dict[str, Any]) -> None:
-        """Keeps the grade in the student's history and reports a regrade (autograder.nbgrader_regrades).  A
+        """Keeps the grade in the student's history and reports a regrade (autograder.nbgrader.regrades).  A
         history that cannot be written is logged, and grading goes on: the gradebook still gets the grade."""
         info = resources["nbgrader"]
         report = gradescope(result, cells_sha256=result.cells_sha256, assignment_fingerprint=fingerprint)

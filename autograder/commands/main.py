@@ -1,0 +1,59 @@
+"""python -m autograder: the command line for course CI and instructors."""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from autograder import platforms
+from autograder.authoring import check_suite, similarity
+from autograder.commands import UsageError, grade, grade_all, lms, serve
+from autograder.model.interrupts import raise_terminated
+
+USAGE_ERROR = 2  # a stopped run exits with JudgingInterrupted.exit_code: 130 (SIGINT), 143 (SIGTERM) or 1
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(USAGE_ERROR)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m autograder", description=__doc__)
+    verbs = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, module in (("grade", grade), ("grade-all", grade_all), ("serve", serve), ("lms", lms)):
+        module.add_arguments(verbs.add_parser(name, help=module.HELP))
+        verbs.choices[name].set_defaults(run=module.run)
+    check = verbs.add_parser("check-suite", help="grade the catalogue of known mistakes and correct variants: "
+                                                 "the hidden suite's mutation score")
+    check_suite.add_arguments(check)
+    check.set_defaults(run=check_suite.run_from_arguments)
+    alike = verbs.add_parser("similarity", help="rank the pairs of submissions whose students' own code is alike, "
+                                                "side by side (an HTML page for review)")
+    similarity.add_arguments(alike)
+    alike.set_defaults(run=similarity.run_from_arguments)
+    export = verbs.add_parser("export", help="package the grader for a grading platform")
+    targets = export.add_subparsers(dest="platform", required=True, parser_class=_Parser)
+    for name in platforms.EXPORTERS:
+        module = platforms.exporter(name)
+        target = targets.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(target)
+        target.set_defaults(run=module.export)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    # SIGTERM stops grading the way Ctrl-C does: the sandbox is closed and no grade is written
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        argv = list(sys.argv[1:] if argv is None else argv)
+        args = build_parser().parse_args(argv)
+        args.argv = argv  # what the warm service is sent
+        return args.run(args)
+    except UsageError as exc:  # the one place a usage error becomes its lines and exit status 2
+        for line in exc.lines:
+            print(f"python -m autograder: error: {line}", file=sys.stderr)
+        return USAGE_ERROR
+    finally:
+        signal.signal(signal.SIGTERM, previous)
