@@ -68,7 +68,7 @@ CHECK
 # submission's fresh container (autograder/judging/resemblance.py; the supervisor points the grader at them)
 AUTOGRADER_CACHE="$VENV/autograder-cache" "$PYTHON" -c 'import sys
 from autograder.judging.resemblance import corpus
-from autograder.judging.rubric import load_rubric
+from autograder.grading.rubric import load_rubric
 print("setup.sh: fingerprints of", len(corpus(load_rubric(sys.argv[1]).torch_implementations)), "torch functions")' \
     "@ASSIGNMENT@"
 
