@@ -33,6 +33,6 @@ def require_sandbox(args: argparse.Namespace) -> None:
 
 def stopped(exc: BaseException, consequence: str) -> int:
     """One line for a run stopped before its grade was complete; the exit status says why."""
-    stopped = exc if isinstance(exc, JudgingInterrupted) else interruption(exc)
-    print(f"python -m autograder: {stopped}; {consequence}", file=sys.stderr)
-    return stopped.exit_code
+    why = exc if isinstance(exc, JudgingInterrupted) else interruption(exc)
+    print(f"python -m autograder: {why}; {consequence}", file=sys.stderr)
+    return why.exit_code

@@ -7,7 +7,9 @@ from pathlib import Path
 
 from autograder.commands import UsageError, service_client
 from autograder.commands.common import add_assignment_and_limit_flags, require_sandbox, rubric_of, stopped
+from autograder.grading.batch import grade_report
 from autograder.grading.result import display_name
+from autograder.grading.results_json import summary, write_json_atomic, write_text_atomic
 from autograder.host.sandbox import Zygote
 from autograder.model import limits
 from autograder.model.interrupts import JudgingInterrupted
@@ -33,9 +35,6 @@ def run(args: argparse.Namespace) -> int:
     rubric = rubric_of(args)
     require_sandbox(args)
     Zygote.shared()  # its zygote imports torch while this process imports the judge
-    from autograder.grading.batch import grade_report
-    from autograder.grading.results_json import summary, write_json_atomic, write_text_atomic
-
     if not os.path.lexists(args.submission):  # anything else there is graded: a link or a FIFO scores 0, saying so
         raise UsageError(f"{display_name(str(args.submission))}: no such file")
     outputs = {"-o": args.output, **{fmt.flag: path for fmt, path in formats.requested(args)},

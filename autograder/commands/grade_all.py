@@ -6,8 +6,10 @@ from pathlib import Path
 
 from autograder.commands import UsageError
 from autograder.commands.common import add_assignment_and_limit_flags, require_sandbox, rubric_of, stopped
-from autograder.grading.batch import DUPLICATE_RULES, DUPLICATES_HELP
+from autograder.grading.batch import (DUPLICATE_RULES, DUPLICATES_HELP, DuplicateSubmissions, UnknownStudents,
+                                     grade_all, stored_results)
 from autograder.grading.result import display_name
+from autograder.grading.results_json import NotAResult
 from autograder.host.sandbox import Zygote
 from autograder.model import limits
 from autograder.model.interrupts import JudgingInterrupted
@@ -50,9 +52,6 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autograder.grading.batch import DuplicateSubmissions, UnknownStudents, grade_all, stored_results
-    from autograder.grading.results_json import NotAResult
-
     rubric = rubric_of(args)
     if not args.scheduler:  # on a cluster the workers grade, and each checks its own sandbox
         require_sandbox(args)

@@ -13,6 +13,19 @@ from autograder.model.interrupts import raise_terminated
 USAGE_ERROR = 2  # a stopped run exits with JudgingInterrupted.exit_code: 130 (SIGINT), 143 (SIGTERM) or 1
 
 
+# each verb: its name, its help, what adds its arguments, what runs it (export's platforms are below)
+VERBS = (
+    ("grade", grade.HELP, grade.add_arguments, grade.run),
+    ("grade-all", grade_all.HELP, grade_all.add_arguments, grade_all.run),
+    ("serve", serve.HELP, serve.add_arguments, serve.run),
+    ("lms", lms.HELP, lms.add_arguments, lms.run),
+    ("check-suite", "grade the catalogue of known mistakes and correct variants: the hidden suite's mutation score",
+     check_suite.add_arguments, check_suite.run_from_arguments),
+    ("similarity", "rank the pairs of submissions whose students' own code is alike, side by side (an HTML page "
+                   "for review)", similarity.add_arguments, similarity.run_from_arguments),
+)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
         print(f"{self.prog}: error: {message}", file=sys.stderr)
@@ -22,17 +35,10 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m autograder", description=__doc__)
     verbs = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name, module in (("grade", grade), ("grade-all", grade_all), ("serve", serve), ("lms", lms)):
-        module.add_arguments(verbs.add_parser(name, help=module.HELP))
-        verbs.choices[name].set_defaults(run=module.run)
-    check = verbs.add_parser("check-suite", help="grade the catalogue of known mistakes and correct variants: "
-                                                 "the hidden suite's mutation score")
-    check_suite.add_arguments(check)
-    check.set_defaults(run=check_suite.run_from_arguments)
-    alike = verbs.add_parser("similarity", help="rank the pairs of submissions whose students' own code is alike, "
-                                                "side by side (an HTML page for review)")
-    similarity.add_arguments(alike)
-    alike.set_defaults(run=similarity.run_from_arguments)
+    for name, help_text, add_arguments, run in VERBS:
+        verb = verbs.add_parser(name, help=help_text)
+        add_arguments(verb)
+        verb.set_defaults(run=run)
     export = verbs.add_parser("export", help="package the grader for a grading platform")
     targets = export.add_subparsers(dest="platform", required=True, parser_class=_Parser)
     for name in platforms.EXPORTERS:

@@ -46,7 +46,6 @@ class ServiceError(Exception):
     """The service cannot start here (socket folder not private, another service listening, ...)."""
 
 
-
 def _listen(path: Path) -> socket.socket:
     folder = path.parent
     try:

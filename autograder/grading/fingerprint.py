@@ -15,9 +15,8 @@ from typing import Any
 
 from autograder.grading.rubric import Rubric
 from autograder.judging.suite_files import suite_sources
-from autograder.model.code_version import add as _add, engine_digest
+from autograder.model.code_version import add, engine_digest
 from autograder.model.limits import Limits
-
 
 
 def _limits_json(limits: Limits) -> bytes:
@@ -32,14 +31,14 @@ def assignment_fingerprint(rubric: Rubric, limits: Limits) -> str:
     unchanged), the kit's engine and the limits, as one sha256.  Suites, helpers and rubric are read on every
     call (a few kB), so an edited suite or helper changes it at once."""
     digest = hashlib.sha256()
-    _add(digest, "kit", engine_digest())
-    _add(digest, "rubric", (rubric.folder / "rubric.toml").read_bytes())
+    add(digest, "kit", engine_digest())
+    add(digest, "rubric", (rubric.folder / "rubric.toml").read_bytes())
     # the release's source of the cells grading skips while unchanged: it decides which cells run
-    _add(digest, "skipped cells", json.dumps(sorted(rubric.skip_when_unchanged.items())).encode("ascii"))
+    add(digest, "skipped cells", json.dumps(sorted(rubric.skip_when_unchanged.items())).encode("ascii"))
     # by name within the assignment, so that the same checkout hashes alike wherever it is
     for path in sorted(suite_sources(rubric.suite_files()), key=lambda p: p.relative_to(rubric.folder).as_posix()):
-        _add(digest, f"module {path.relative_to(rubric.folder).as_posix()}", path.read_bytes())
-    _add(digest, "limits", _limits_json(limits))
+        add(digest, f"module {path.relative_to(rubric.folder).as_posix()}", path.read_bytes())
+    add(digest, "limits", _limits_json(limits))
     return digest.hexdigest()
 
 
@@ -49,8 +48,8 @@ def fingerprint_components(rubric: Rubric, limits: Limits) -> dict[str, Any]:
     engine, "rubric": sha256 of rubric.toml and the skipped cells, "modules": {path in the assignment: sha256},
     "limits": {field: value}}.  Stored in results.json's extra_data as "assignment_components"."""
     rubric_digest = hashlib.sha256()
-    _add(rubric_digest, "rubric", (rubric.folder / "rubric.toml").read_bytes())
-    _add(rubric_digest, "skipped cells", json.dumps(sorted(rubric.skip_when_unchanged.items())).encode("ascii"))
+    add(rubric_digest, "rubric", (rubric.folder / "rubric.toml").read_bytes())
+    add(rubric_digest, "skipped cells", json.dumps(sorted(rubric.skip_when_unchanged.items())).encode("ascii"))
     modules = {path.relative_to(rubric.folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
                for path in suite_sources(rubric.suite_files())}
     return {"kit": engine_digest().hex(), "rubric": rubric_digest.hexdigest(),

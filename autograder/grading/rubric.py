@@ -100,7 +100,6 @@ class Rubric:
     preload: tuple[str, ...] = ()  # modules the zygote imports for this assignment's children
     # grade_id -> points of each cell of the release graded by hand (written answers): outside max_score
     graded_by_hand: Mapping[str, float] = field(default_factory=dict)
-    catalogue: Mapping[str, Any] = field(default_factory=dict)  # the manifest's [catalogue], for the authoring tools
 
     @property
     def forbidden_ops(self) -> tuple[str, ...]:
@@ -200,7 +199,7 @@ def load_rubric(assignment: str, notebook: Path | None = None) -> Rubric:
         raise RubricError(f"{path}: no such assignment {assignment!r} (known: {', '.join(known)})")
     manifest = read_manifest(path)
     rubric = Rubric(manifest.assignment or assignment, folder, manifest.parts, manifest.fine,
-                    preload=manifest.preload, catalogue=manifest.catalogue)
+                    preload=manifest.preload)
     # the zygote never imports the checkout's own code (hidden suites, solutions): only installed libraries
     ours = [name for name in rubric.preload if _in_checkout(name.partition(".")[0])]
     if ours:
