@@ -159,11 +159,11 @@ class _Collector:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Any:
         global _running
-        _running = (self.part(item), item.name)
+        outer, _running = _running, (self.part(item), item.name)
         try:
             return (yield)
         finally:
-            _running = None
+            _running = outer  # a suite run from inside a check hands that check back
 
     @pytest.hookimpl(tryfirst=True)  # before the test's fixtures compute anything on the submission
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
