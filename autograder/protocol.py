@@ -39,8 +39,12 @@ DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "
           "int32": np.int32, "uint8": np.uint8, "bool": np.bool_}
 
 
-# the notice every result graded without isolation carries: written by the child, read by the reports
+# the notice every result graded without isolation carries, as the host records it (kind "unisolated",
+# autograder.model.load_report) when it started the child without isolation; the child says the same in its
+# own words, which decide nothing
 UNISOLATED = "graded WITHOUT isolation"
+UNISOLATED_NOTICE = (f"{UNISOLATED} (allowed by the grader): the submission could read and change whatever the "
+                     "grader's user can")
 # what autograder.child.provenance names when it refuses a route to torch's own implementation: the child's
 # word for one only costs it points, so any name of these shapes is taken
 ROUTE = re.compile(r"torch\.[\w.<>]{1,120}|native code \([\w./ ,()-]{1,100}\)|torch's own code, "

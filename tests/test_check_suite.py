@@ -59,3 +59,32 @@ def test_the_demo_says_what_each_sample_student_handed_in(tmp_path):
         assert table[0].endswith("handed in") and table[1].startswith("alice") and "correct" in table[1]
         assert table[2].startswith("bob") and table[2].endswith(f"one bug in {demo.part}: {demo.description}")
         assert "untouched" in table[3]
+
+
+def test_verdicts_and_margins_read_each_tests_part_and_hints_as_fields():
+    """Which part a failure belongs to is its `part`, not a prefix of its name; a hint is found in a failure's
+    message or in one of its hints, each whole, not in the text they make together; ratios are by part."""
+    catalogue = load("transformer_block")
+    entry = next(e for e in catalogue.entries() if e.name == "att-no-scaling")
+
+    def result(*tests: dict) -> dict:
+        return {"parts": {"attention": [0.0, 10.0]}, "tests": list(tests), "score": 90.0,
+                "ratios": {"attention": {"test_values": 3.0}, "layer_norm": {"test_values": 0.2}}}
+
+    def failure(part: str, name: str, message: str, hints: list[str]) -> dict:
+        return {"part": part, "name": name, "passed": False, "message": message, "hints": hints,
+                "output": "\n  Hint: ".join([message, *hints])}
+
+    hint = entry.hint
+    assert check_suite.verdict(catalogue, entry, result(failure("attention", "t", "off", [f"it is {hint}"])))[
+        "hint_shown"]
+    assert check_suite.verdict(catalogue, entry, result(failure("attention", "t", f"off {hint}", [])))["hint_shown"]
+    # a test of another part whose name reads like one of this part's
+    assert not check_suite.verdict(catalogue, entry, result(
+        failure("layer_norm", "attention: t", "off", [hint])))["hint_shown"]
+    # the hint's words split between the message and a hint are not the hint
+    head, tail = hint[:len(hint) // 2], hint[len(hint) // 2:]
+    assert not check_suite.verdict(catalogue, entry, result(failure("attention", "t", f"off {head}", [tail])))[
+        "hint_shown"]
+    rows = check_suite.margins("transformer_block", {entry.name: result()})
+    assert {r["test"] for r in rows} == {"attention: test_values", "layer_norm: test_values"}

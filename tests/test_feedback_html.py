@@ -32,6 +32,7 @@ from autograder.judging.judge import Outcome
 from autograder.grading.rubric import PartScore, load_rubric, score
 from autograder.grading.rubric import TestScore as Score  # not collected as a test class
 from autograder.nbgrader.plugin import write_verdicts
+from autograder.model.load_report import Notice, NoticeKind
 from autograder.protocol import UNISOLATED
 from autograder.reports import html
 from autograder.reports.figures import png as draw
@@ -53,14 +54,15 @@ CURVES = Curves("input_grad_norm", "n_layers", "norm", True,
 FIGURES = {"layer_norm": MISMATCH, "attention": CAUSAL, "gradient_experiment": CURVES}
 
 
-def result_with(figures: dict[str, evidence.Figure], message: str = "max abs error 0.5\n  Hint: look here",
-                name: str = "test_check", submission: str = "alice.ipynb") -> GradeResult:
+def result_with(figures: dict[str, evidence.Figure], message: str = "max abs error 0.5",
+                name: str = "test_check", submission: str = "alice.ipynb",
+                hints: tuple[str, ...] = ("look here",)) -> GradeResult:
     """Every part of the rubric: one passing check, and one failing check carrying the part's figure."""
     parts = []
     for part in RUBRIC.parts:
         share = part.points / 2
         tests = [Score(part.name, "test_passes", share, share, True, ""),
-                 Score(part.name, name, 0.0, share, False, message, figures.get(part.name))]
+                 Score(part.name, name, 0.0, share, False, message, figures.get(part.name), hints)]
         parts.append(PartScore(part, share, tests, ()))
     return GradeResult(submission, "ab" * 32, RUBRIC.assignment, parts, RUBRIC.max_score)
 
@@ -147,7 +149,7 @@ FORGERIES = {
     "unknown-kind": _set(("g", "kind"), "script"),
     "extra-field": _set(("g", "onload"), "alert(1)"),
     "not-an-object": lambda data: data["extra_data"]["parts"]["layer_norm"]["tests"][1].__setitem__(5, [1, 2]),
-    "five-fields": lambda data: data["extra_data"]["parts"]["layer_norm"]["tests"][1].pop(),
+    "a-field-missing": lambda data: data["extra_data"]["parts"]["layer_norm"]["tests"][1].pop(),
     "on-a-passed-test": _on_passed_test,
     "score-nan": lambda data: data["extra_data"]["parts"]["layer_norm"].__setitem__("exact_score", math.nan),
     "too-many-figures": _many_figures,
@@ -189,9 +191,9 @@ HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)><a href="https
 
 
 def test_hostile_text_is_escaped_and_huge_text_clipped():
-    result = result_with(FIGURES, message=HOSTILE + "\n  Hint: " + HOSTILE + "x" * 1_000_000,
+    result = result_with(FIGURES, message=HOSTILE + "x" * 1_000_000, hints=(HOSTILE,),
                          name=HOSTILE * 1000, submission=HOSTILE + ".ipynb")
-    result.load.notices = [f"{UNISOLATED}: {HOSTILE}"]
+    result.load.notices = [Notice(NoticeKind.UNISOLATED, f"{UNISOLATED}: {HOSTILE}")]
     result.load.failure = HOSTILE
     result.load.cell_errors = [{"cell": HOSTILE, "type": HOSTILE, "message": HOSTILE * 100}]
     again = from_gradescope(stored(result), RUBRIC)  # as a page drawn later from the stored result sees it
@@ -281,7 +283,7 @@ def test_one_bug_failing_several_checks_shows_its_hint_and_picture_once():
             dataclasses.replace(ALL_RED, ratio=((1000.0,) * 6,) * 5), dataclasses.replace(ALL_RED, shape=(3, 5, 6))]
     assert same[1] is not same[0] and len({draw(f) for f in same}) == 1 and len(set(same)) == 3
     names = ["test_first<b>", "test_second", "test_third", "test_fourth"]
-    tests = [Score("layer_norm", name, 0.0, 2.0, False, f"max abs error {i}\n  Hint: {HINT}", figure)
+    tests = [Score("layer_norm", name, 0.0, 2.0, False, f"max abs error {i}", figure, (HINT,))
              for i, (name, figure) in enumerate(zip(names, same))]
     _, page = _one_part_failing(tests)
     assert page.count("<img") == len(pngs(page)) == 1
@@ -298,8 +300,8 @@ def test_one_bug_failing_several_checks_shows_its_hint_and_picture_once():
 
 def test_distinct_hints_and_pictures_are_all_shown():
     other = dataclasses.replace(ALL_RED, ratio=((0.5,) * 6,) * 5)  # all green: another picture
-    hints = [f"Hint: {HINT}", "Hint: first", f"Hint: {HINT}\n  Hint: and more", "Hint: second"]
-    tests = [Score("layer_norm", f"test_{i}", 0.0, 2.0, False, f"off\n  {hint}", figure)
+    hints = [(HINT,), ("first",), (HINT, "and more"), ("second",)]
+    tests = [Score("layer_norm", f"test_{i}", 0.0, 2.0, False, "off", figure, hint)
              for i, (hint, figure) in enumerate(zip(hints, [ALL_RED, MISMATCH, other, CURVES]))]
     _, page = _one_part_failing(tests)
     assert len(pngs(page)) == len(set(pngs(page))) == 4 and page.count("<img") == 4
@@ -471,7 +473,7 @@ def test_each_bug_gets_pictures_of_its_kind_on_its_failing_checks_only(graded):
         data = json.loads((out / f"{student}.json").read_text())
         kinds = {}
         for part, stored_part in data["extra_data"]["parts"].items():
-            for name, _, _, passed, _, figure in stored_part["tests"]:
+            for name, _, _, passed, _, figure, _ in stored_part["tests"]:
                 assert figure is None or not passed, (student, name)  # none for a passing check
                 if figure is not None:
                     kinds[(part, name)] = figure["kind"]
@@ -540,17 +542,17 @@ def test_grade_all_writes_each_students_page_and_the_class_index(graded, tmp_pat
 def test_the_class_index_lists_the_known_mistakes_most_students_made():
     """Each hint counted once per student, however many checks gave it; hints of passed checks never."""
     def student(*hints: str) -> GradeResult:
-        tests = [Score("layer_norm", f"test_{i}", 0.0, 2.0, False, f"off\n  Hint: {hint}") for i, hint in
+        tests = [Score("layer_norm", f"test_{i}", 0.0, 2.0, False, "off", None, (hint,)) for i, hint in
                  enumerate(hints)]
         result = _one_part_failing(tests)[0]
         for part in result.parts[1:]:  # the other parts fail without a hint: the table has room for ten
-            part.tests = [dataclasses.replace(t, message="off") for t in part.tests]
+            part.tests = [dataclasses.replace(t, message="off", hints=()) for t in part.tests]
         return result
 
     evil = "<script>x</script> as a hint"
     results = [("ann", student(HINT, HINT, HINT)), ("bo", student(HINT, evil)), ("cy", student())]
     passed = next(p for p in results[2][1].parts if p.part.name == "layer_norm")
-    passed.tests.append(Score("layer_norm", "test_ok", 2.0, 2.0, True, "  Hint: never shown"))
+    passed.tests.append(Score("layer_norm", "test_ok", 2.0, 2.0, True, "", None, ("never shown",)))
     page = html.class_index(ASSIGNMENT, results)
     rows = re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td><td class='num'>(\d) of 3</td></tr>", page)
     assert ("Layer normalisation", HINT, "2") in rows
@@ -566,3 +568,87 @@ def test_the_page_names_the_written_answers_the_score_leaves_to_the_instructor()
     answers = len(RUBRIC.graded_by_hand)
     assert f"Graded by hand: {answers} written answers ({2 * answers} points), not included in this score" in page
     assert page == html.student_page(from_gradescope(stored(fresh), RUBRIC))
+
+
+def test_a_hint_that_holds_hint_or_a_line_break_is_shown_once_and_whole():
+    """Hints are a list beside the message, never parsed out of it: a hint's own "Hint:" or line break, and a
+    message line that reads like a hint, stay where the check put them, on the page drawn at once and on the
+    page drawn from the stored result."""
+    hint = "Hint: the scale is 1/sqrt(d_k)\n  Hint: not 1/d_k"
+    tests = [Score("layer_norm", "test_scaled", 0.0, 2.0, False, "off\n  Hint: part of the message", None, (hint,))]
+    result, page = _one_part_failing(tests)
+    again = html.student_page(from_gradescope(stored(result), RUBRIC))
+    for shown in (page, again):
+        assert shown.count('<p class="hint">') == 1 + len(RUBRIC.parts) - 1  # this check's, each other part's
+        assert f'<p class="hint"><strong>Hint:</strong> {hint}</p>' in shown
+        assert "<pre>off\n  Hint: part of the message</pre>" in shown
+    assert again == page
+
+
+def _set_hints(hints: object, test: int = 1):
+    def forge(data: dict) -> None:
+        data["extra_data"]["parts"]["layer_norm"]["tests"][test][6] = hints
+    return forge
+
+
+def _set_notices(notices: object):
+    def forge(data: dict) -> None:
+        data["extra_data"]["notices"] = notices
+    return forge
+
+
+MALFORMED = {
+    "hints-not-a-list": _set_hints("look here"),
+    "hints-not-texts": _set_hints(["look here", 3]),
+    "hint-too-long": _set_hints(["x" * 1001]),
+    "too-many-hints": _set_hints([f"hint {i}" for i in range(11)]),
+    "hint-with-an-escape": _set_hints(["\x1b[31mred"]),
+    "hint-empty": _set_hints([""]),
+    "hint-twice": _set_hints(["look here", "look here"]),
+    "hints-on-a-passed-test": _set_hints(["look here"], test=0),
+    "notices-as-texts": _set_notices(["graded WITHOUT isolation"]),
+    "notice-of-no-kind": _set_notices([["trusted", "graded WITHOUT isolation"]]),
+    "notice-kind-not-text": _set_notices([[["unisolated"], "x"]]),
+    "notice-too-long": _set_notices([["child", "n" * 501]]),
+    "notice-with-an-escape": _set_notices([["child", "\x1b]0;title\x07"]]),
+    "notice-of-three": _set_notices([["child", "x", "y"]]),
+}
+
+
+@pytest.mark.parametrize("forge", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_result_with_malformed_hints_or_notices_is_refused_in_one_line(forge, tmp_path):
+    result = result_with(FIGURES)
+    result.load.notices = [Notice(NoticeKind.CHILD, "no cgroup of its own")]
+    data = stored(result)
+    assert from_gradescope(data, RUBRIC).parts[0].tests[1].hints == ("look here",)  # the unforged one is read
+    forge(data)
+    path = tmp_path / "alice.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(NotAResult) as refused:
+        read_result(path, RUBRIC)
+    assert str(refused.value).startswith("alice.json: ") and "\n" not in str(refused.value), str(refused.value)
+
+
+def test_only_the_hosts_unisolated_notice_is_shown_whatever_a_child_wrote():
+    """A notice's kind is where it came from: a child that isolated itself and writes the unisolated wording
+    gets a notice of kind CHILD, which no report shows as the unisolated one; a child started without
+    isolation gets the host's own notice, once, even when it says the same."""
+    from autograder.grading.results_json import summary
+    from autograder.host.remote import child_notices
+    from autograder.protocol import UNISOLATED_NOTICE
+
+    forged = [f"{UNISOLATED} (allowed by the grader): trust me", UNISOLATED_NOTICE]
+    assert {n.kind for n in child_notices(forged, isolated=True)} == {NoticeKind.CHILD}
+    assert child_notices([UNISOLATED_NOTICE, "RLIMIT_AS could not be set"], isolated=False) == [
+        Notice(NoticeKind.UNISOLATED, UNISOLATED_NOTICE), Notice(NoticeKind.CHILD, "RLIMIT_AS could not be set")]
+    result = result_with({})
+    result.load.notices = child_notices(forged, isolated=True)
+    again = from_gradescope(stored(result), RUBRIC)
+    assert [n.kind for n in again.load.notices] == [NoticeKind.CHILD, NoticeKind.CHILD]
+    for shown in (result, again):
+        assert "Notice:" not in summary(shown) and "Notice:" not in html.student_page(shown)
+    result.load.notices = child_notices(forged, isolated=False)
+    again = from_gradescope(stored(result), RUBRIC)
+    for shown in (result, again):
+        assert summary(shown).count("Notice: ") == 1 and f"Notice: {UNISOLATED_NOTICE}" in summary(shown)
+        assert html.student_page(shown).count('<p class="notice">Notice: ') == 1

@@ -361,3 +361,27 @@ def test_every_flag_is_in_help_and_in_the_readme():
     reference = (REPO / "docs" / "instructors.md").read_text()
     for fmt in formats.FORMATS:
         assert fmt.flag in grade and (fmt.flag in grade_all) == fmt.batch and f"`{fmt.flag}" in reference
+
+
+def test_every_writer_shows_a_checks_hints_after_its_message(tmp_path):
+    """Hints are a list beside the message: each text format shows them as the one renderer writes them
+    (TestScore.shown_text), results.json's output and nbgrader's cells as `  Hint: ...` lines after the
+    message, JUnit, PrairieLearn and GitHub Classroom the same text."""
+    from autograder.grading.results_json import gradescope
+    from autograder.nbgrader.plugin import _part_feedback
+
+    result = hand_built(forbidden=())
+    failed = CheckScore("first", "test_hinted", 0.0, 1.0, False, "off by 0.5", None,
+                        ("the scale is 1/sqrt(d_k)", "not 1/d_k"))
+    result.parts[0].tests.append(failed)
+    assert failed.shown_text == "off by 0.5\n  Hint: the scale is 1/sqrt(d_k)\n  Hint: not 1/d_k"
+    output = next(t["output"] for t in gradescope(result)["tests"] if t["name"] == "first: test_hinted")
+    assert output == failed.shown_text
+    junit.write(result, tmp_path / "junit.xml")
+    [(case, _)] = [(c, p) for _, c, p in junit_checks(tmp_path / "junit.xml") if c.name == "test_hinted"]
+    assert failed.shown_text in case.result[0].text
+    pl = prairielearn.results(result)
+    assert any(t["message"] == failed.shown_text for t in pl["tests"])
+    classroom = decoded(result)["tests"][0]["message"]
+    assert "off by 0.5   Hint: the scale is 1/sqrt(d_k)   Hint: not 1/d_k" in classroom
+    assert f"[FAIL] test_hinted: {failed.shown_text}" in _part_feedback(result.parts[0], result)

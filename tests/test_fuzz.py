@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from autograder import protocol
 from autograder.grading.result import GradeResult
+from autograder.model.load_report import Notice, NoticeKind
 from autograder.host.remote import _make_tensor
 from autograder.grading.results_json import gradescope, summary
 from autograder.grading.rubric import Part, PartScore
@@ -204,11 +205,12 @@ def test_read_cells_on_notebooks_with_hostile_json(folder, raw, levels, as_objec
 def test_reports_of_hostile_text_print_and_serialise(errors, message, failure, notices):
     """Cell errors, check messages, load failures and notices all carry text the child chose."""
     part = Part(name="p", title="Part", points=1.0, suite="test_p.py")
-    test = Score(part="p", name="t", score=0.0, max_score=1.0, passed=False, message=message)
+    test = Score(part="p", name="t", score=0.0, max_score=1.0, passed=False, message=message, hints=(message,))
     parts = [PartScore(part=part, score=0.0, tests=[test], forbidden=("aten.layer_norm",))]
     result = GradeResult(submission="s\udcff.py", sha256="", assignment="a", parts=parts, max_score=1.0,
                          unreadable=message)
-    result.load.cell_errors, result.load.failure, result.load.notices = errors, failure, notices
+    result.load.cell_errors, result.load.failure = errors, failure
+    result.load.notices = [Notice(kind, text) for kind, text in zip(NoticeKind, notices)]
     text = summary(result)
     text.encode("utf-8")
     json.dumps(gradescope(result), ensure_ascii=False).encode("utf-8")

@@ -474,3 +474,46 @@ def test_a_check_cell_matching_no_part_scores_zero_with_a_reason():
     # points the rubric did not decide are never written: not 10 of 20 scaled to 20 of 40
     assert determine_grade(nb.cells[2]) == (0, 40)
 
+
+
+def test_hints_and_the_running_check_are_fields_never_words(tmp_path):
+    """A check's hints reach its outcome as a list beside its message, whatever they say (bounded as a result
+    keeps them); the check running now is (part, name) from the judge, not from pytest's environment; a
+    picture that a request never sent (NotRun) says why without pytest's or the host's wording."""
+    suite = tmp_path / "test_hinted.py"
+    suite.write_text(textwrap.dedent("""
+        from autograder.judging import checks as C
+        from autograder.judging import judge
+        from autograder.judging.evidence import Curves, Series
+
+        def test_hinted(student):
+            assert judge.running_check() == ("hinted part", "test_hinted")
+            C.fail("wrong\\n  Hint: in the message", hints=["Hint: one\\nover two lines", "two", "two", "",
+                                                              "x" * 5000, *map(str, range(20))])
+
+        def test_plain(student):
+            C.fail("wrong too")
+
+        def test_unsent_picture(student):
+            def curves():
+                student.call("picture")
+                return None
+            with C.evidence_on_failure(curves):
+                C.fail("wrong again", hints=["look"])
+    """))
+    from autograder.judging.hints import MAX_HINT_CHARS, MAX_HINTS
+    from autograder.model.submission import NotRun
+
+    student = Recorder(raises={"picture": NotRun("an earlier request to picture did not finish in time")})
+    outcomes = {o.name: o for o in run_suite([suite], student, {"test_hinted": "hinted part"})}
+    assert judge.running_check() is None
+    hinted = outcomes["test_hinted"]
+    assert hinted.message == "wrong\n  Hint: in the message"  # as written: a message is never parsed
+    assert hinted.hints[:3] == ("Hint: one\nover two lines", "two", "x" * (MAX_HINT_CHARS - 1) + "…")
+    assert len(hinted.hints) == MAX_HINTS
+    assert outcomes["test_plain"].hints == ()
+    unsent = outcomes["test_unsent_picture"]
+    assert unsent.hints == ("look",)
+    assert unsent.message == ("wrong again\n(No picture for this check: an earlier request to picture did not "
+                              "finish in time.)")
+    assert str(NotRun("why")) == "not run: why"  # what a check that asked for it says

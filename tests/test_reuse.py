@@ -22,7 +22,7 @@ from autograder.grading.fingerprint import assignment_fingerprint, cells_sha256
 from autograder.grading.result import GradeResult
 from autograder.nbgrader.plugin import SandboxedGrading, write_verdicts
 from autograder.protocol import UNISOLATED
-from autograder.model.load_report import LoadReport
+from autograder.model.load_report import LoadReport, Notice, NoticeKind
 from autograder.grading.results_json import NotAResult, from_gradescope, gradescope, summary
 import autograder.grading.rubric as scoring
 from autograder.grading.rubric import PartScore, load_rubric
@@ -110,7 +110,8 @@ def awkward_result() -> GradeResult:
         share = part.points / 3
         passed = [True, i % 2 == 0, i == 4]
         tests = [scoring.TestScore(part.name, f"test_{k}[float{32 * (k + 1)}]", share if ok else 0.0, share, ok,
-                           "" if ok else f"max abs error 0.{k}3 > tolerance\r\nhint: \x1b[31m{'x' * (5000 * k)}")
+                           "" if ok else f"max abs error 0.{k}3 > tolerance\r\nhint: \x1b[31m{'x' * (5000 * k)}",
+                           None, () if ok else (f"Hint: a hint\nover two lines {k}", "another"))
                  for k, ok in enumerate(passed)]
         forbidden = ("aten::layer_norm",) if part.name == "attention" else ()
         if forbidden:
@@ -120,7 +121,9 @@ def awkward_result() -> GradeResult:
     load.cell_errors = [{"cell": c, "type": "NotImplementedError", "message": f"cell {c}\ud800\n" + "m" * 300,
                          "bases": ["Exception"]} for c in range(1, 26)]
     load.failure = "the submission's process died\twhile loading (cell 9)"
-    load.notices = [f"{UNISOLATED}: " + "n" * 600, "no cgroup: processes are counted per user \udcff"]
+    load.notices = [Notice(NoticeKind.UNISOLATED, f"{UNISOLATED}: " + "n" * 600),
+                    Notice(NoticeKind.SANDBOX, "no cgroup: processes are counted per user \udcff"),
+                    Notice(NoticeKind.CHILD, f"{UNISOLATED}, says the child"), Notice(NoticeKind.LIMIT, "exceeded")]
     assert RUBRIC.graded_by_hand, "the release's written answers, which the summary names"
     return GradeResult("alice.ipynb", "ab" * 32, RUBRIC.assignment, parts, RUBRIC.max_score, load,
                        graded_by_hand=dict(RUBRIC.graded_by_hand))

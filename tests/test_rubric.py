@@ -183,3 +183,19 @@ def test_preload_names_installed_modules_only(tmp_path, monkeypatch, preload, pr
 def test_the_gpt_decoder_preloads_what_adam_imports_lazily():
     assert load_rubric("gpt_decoder").preload == ("torch._dynamo",)
     assert load_rubric("transformer_block").preload == ()
+
+
+def test_a_failed_checks_hints_follow_it_beside_its_message(tmp_path):
+    """Scoring keeps a failed check's hints as a list (the carried-forward words go before its message, never
+    into its hints), and a check that ends up passing, or a structure check failed for want of a value check,
+    shows none."""
+    outcomes = chain_outcomes()
+    outcomes[2] = Outcome("test_top", "test_top_0", False, "top off", hints=("the scale", "Hint: twice"))
+    outcomes[4] = Outcome("test_top", "test_top_2", True, "", hints=("never shown",))
+    _, top = score(chain(tmp_path), outcomes)
+    hinted, plain, passed = top.tests[1:]
+    assert hinted.message.startswith("Carried forward from Base (base):") and hinted.message.endswith("top off")
+    assert hinted.hints == ("the scale", "Hint: twice")
+    assert hinted.shown_text == hinted.message + "\n  Hint: the scale\n  Hint: Hint: twice"
+    assert plain.hints == () and plain.shown_text == plain.message
+    assert passed.passed and passed.hints == ()

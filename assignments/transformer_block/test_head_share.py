@@ -123,5 +123,5 @@ def test_guaranteed_share_on_given_weights(student):
                     ("your value is the minimum over heads for each target: a target is served by its best head "
                      "(max over heads)", float(ruled.amin()))]
         hint = next((h for h, v in mistakes if math.isclose(value, v, rel_tol=1e-9)), None)
-        C.fail(f"{label}: does not match min over targets of max over heads of weights[head, target]."
-               + (f" Hint: {hint}" if hint else ""))
+        C.fail(f"{label}: does not match min over targets of max over heads of weights[head, target].",
+               hints=[hint] if hint else [])

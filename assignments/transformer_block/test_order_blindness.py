@@ -100,7 +100,7 @@ def _check(student, causal):
         hint = next((m for m, v in mistakes if abs(got - v) <= atol + 1e-9 * abs(v)), None)
         why = "large: the mask makes the order matter" if causal else "about 0: without the mask order does not matter"
         C.fail(f"{label}: does not match max |module(x[:, perm]) - module(x)[:, perm]| computed with the reference "
-               f"attention ({why})." + (f" Hint: {hint}" if hint else ""))
+               f"attention ({why}).", hints=[hint] if hint else [])
 
 
 def test_permutation_error_returns_python_float(student):

@@ -63,7 +63,7 @@ def test_block_parameter_count_matches_torch(student):
         if got != expected:
             hints = [hint for hint, wrong in _mistakes(d, h, f) if got == wrong and wrong != expected]
             C.fail(f"{label} = {got:,}: this is not the number of parameters of a block with these sizes (off by a "
-                   f"relative error of about {abs(got - expected) / expected:.0e})." + "".join(f" Hint: {hint}" for hint in hints))
+                   f"relative error of about {abs(got - expected) / expected:.0e}).", hints=hints)
 
 
 def test_block_parameter_count_does_not_depend_on_heads(student):
@@ -73,8 +73,8 @@ def test_block_parameter_count_does_not_depend_on_heads(student):
     if len(set(counts.values())) > 1:
         C.fail("block_parameter_count(512, num_heads, 2048) changes with num_heads ("
                + ", ".join(f"{h} heads: {c:,}" for h, c in counts.items()) + "): each of Wq, Wk, Wv, Wo maps d_model "
-               "features to d_model features whatever the number of heads. Hint: the heads split the projections' "
-               "outputs, they add no parameters")
+               "features to d_model features whatever the number of heads.",
+               hints=["the heads split the projections' outputs, they add no parameters"])
 
 
 def test_block_parameter_count_returns_python_int(student):

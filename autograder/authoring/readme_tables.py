@@ -51,7 +51,7 @@ CHECKS_SUMMARIES: dict[str, str] = {
     # caching
     "once": "decorator: a reference that does not depend on the submission, computed once per grading process per argument values; callers get copies",
     # failing
-    "fail": "fail the current check with a student-facing message only (no traceback), optionally with evidence for a picture",
+    "fail": "fail the current check with a student-facing message only (no traceback), optionally with evidence for a picture and `hints` (a list of texts, each shown whole after the message; never write \"Hint:\" into the message)",
     "evidence_on_failure": "context manager: a failure inside it that carries no evidence gets `build()`'s, drawn once every verdict is final",
     # calls
     "call": "call the student's top-level function in the child; an error it raises becomes a readable failure",

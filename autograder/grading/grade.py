@@ -20,6 +20,7 @@ from autograder.host.remote import RemoteSubmission
 from autograder.host.sandbox import Zygote
 from autograder.grading.rubric import Rubric, score
 from autograder.model.limits import Limits
+from autograder.model.load_report import Notice, NoticeKind
 from autograder.host.intake import UnreadableSubmission, read_submission
 from autograder.host.source_cells import cells_from, read_cells
 from autograder.model.submission import Submission, SubmissionBroken
@@ -125,7 +126,7 @@ def _grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool, with
     if submission.exceeded:  # a bound on the whole submission: no check it passed before counts
         result.parts = score(rubric, run_suite(rubric.suite_files(), Unjudgeable(submission.exceeded),
                                                rubric.part_names))
-        submission.report.notices.append(submission.exceeded)
+        submission.report.notices.append(Notice(NoticeKind.LIMIT, submission.exceeded))
     result.load = submission.report
     result.resembles = resemblances(cells, rubric.torch_implementations)  # the source, not what ran
     result.seconds = time.monotonic() - started

@@ -152,7 +152,7 @@ class Change:
 
 def _verdicts(data: Any) -> dict[str, str]:
     """"part: test" -> "passed" / "failed", from extra_data.parts.<part>.tests ([name, score, max_score, passed,
-    message, evidence] each); {} for anything else."""
+    message, evidence, hints] each); {} for anything else."""
     verdicts = {}
     try:
         for part, stored in data["extra_data"]["parts"].items():

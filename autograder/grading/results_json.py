@@ -2,8 +2,9 @@
 
 results.json carries, besides Gradescope's fields, the key of the grade (the file's sha256, the graded cells'
 sha256 and the assignment's fingerprint, see autograder.grading.fingerprint) and the exact verdicts: every test's
-unrounded score, its whole message and the evidence its pictures are drawn from (autograder.judging.evidence),
-the cell errors the summary lists and the loading failure.  With them `from_gradescope` rebuilds a GradeResult
+unrounded score, its whole message, its hints and the evidence its pictures are drawn from
+(autograder.judging.evidence), the cell errors the summary lists, the loading failure and the notices, each
+with its kind.  With them `from_gradescope` rebuilds a GradeResult
 that renders exactly as the original (Gradescope's rounded scores and clipped texts could not), so nbgrader
 can reuse a grade made by grade-all, and feedback pages can be drawn from stored results.
 """
@@ -17,14 +18,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from autograder.protocol import UNISOLATED, clean_text, one_line
+from autograder.protocol import clean_text, one_line
 from autograder.grading.result import GradeResult, display_name
-from autograder.model.load_report import LoadReport
-from autograder.judging import evidence
+from autograder.model.load_report import LoadReport, Notice, NoticeKind
+from autograder.judging import evidence, hints
 from autograder.judging.resemblance import Resemblance
 from autograder.grading.rubric import PartScore, Rubric, TestScore
 
-FORMAT_VERSION = 5  # 3: each test's evidence; 4: torch's own code the source holds; 5: the cells graded by hand
+# 3: each test's evidence; 4: torch's own code the source holds; 5: the cells graded by hand; 6: each test's
+# hints apart from its message, each notice's kind
+FORMAT_VERSION = 6
 SUMMARY_CELL_ERRORS = 20  # what the summary lists, so all that a result needs to keep
 MAX_OUTPUT_CHARS = 4000
 MAX_LINE_CHARS = 500
@@ -48,7 +51,7 @@ def summary(result: GradeResult) -> str:
         lines.append(by_hand_notice(result))
     if result.load.isolation:
         lines.append(f"Isolation: {_line(result.load.isolation)}")
-    lines += [f"Notice: {_line(n)}" for n in result.load.notices if n.startswith(UNISOLATED)]
+    lines += [f"Notice: {_line(n)}" for n in result.load.notices_of(NoticeKind.UNISOLATED)]
     if result.unreadable:
         lines.append(f"Not graded: {_line(result.unreadable)}")
     lines += [f"To review: {r.notice()}" for r in result.resembles]
@@ -113,7 +116,8 @@ def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_finger
             "parts": {p.part.name: {"score": rounded(p.score), "max_score": p.part.points,
                                     "forbidden_ops": list(p.forbidden), **_exact_verdicts(p)} for p in result.parts},
             "isolation": result.load.isolation,  # which tier of the sandbox graded it
-            "notices": [clean_text(n, MAX_LINE_CHARS) for n in result.load.notices],  # some come from the child
+            # [kind, text]: some texts come from the child, the kind never does
+            "notices": [[n.kind.value, clean_text(n.text, MAX_LINE_CHARS)] for n in result.load.notices],
             # as the summary shows them: all that rendering this result again needs
             "unreadable": _line(result.unreadable),
             "load_failure": _line(result.load.failure),
@@ -134,8 +138,9 @@ def fenced(text: str) -> str:
 
 def check_message(part: PartScore, test: TestScore, limit: int = MAX_MESSAGE_CHARS) -> str:
     """A check's message as students see it (results.json's test output, every format's): clean text, since it
-    can quote the submission, led by the notice when the part scored 0 for torch's own implementation."""
-    message = f"{part.forbidden_notice()} {test.message}".strip() if part.forbidden else test.message
+    can quote the submission, led by the notice when the part scored 0 for torch's own implementation and
+    followed by its hints."""
+    message = f"{part.forbidden_notice()} {test.shown_text}".strip() if part.forbidden else test.shown_text
     return clean_text(message, limit)
 
 
@@ -145,14 +150,15 @@ def _output(part: PartScore, test: TestScore) -> str:
 
 def _exact_verdicts(part: PartScore) -> dict[str, Any]:
     """What the rounded scores and clipped outputs above lose: unrounded scores (they sum and print
-    differently) and whole messages; a message is null where the test's output is that message (most are),
-    so that results stay small."""
+    differently), whole messages and the hints apart; a message is null where the test's output is that
+    message (most are: those without hints), so that results stay small."""
     tests = []
     for test in part.tests:
         message = message_text(test.message)
         tests.append([test.name, test.score, test.max_score, test.passed,
                       None if message == _output(part, test) else message,
-                      None if test.figure is None else evidence.to_json(test.figure)])
+                      None if test.figure is None else evidence.to_json(test.figure),
+                      list(hints.bounded(test.hints))])
     return {"exact_score": part.score, "tests": tests}
 
 
@@ -179,21 +185,34 @@ def _is_texts(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
+def _is_notice(value: object) -> bool:
+    """[kind, text] as `gradescope` writes a notice: a known kind, clean text of bounded length."""
+    return (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str) and value[0] in NOTICE_KINDS
+            and isinstance(value[1], str) and clean_text(value[1], MAX_LINE_CHARS) == value[1])
+
+
+NOTICE_KINDS = frozenset(kind.value for kind in NoticeKind)
+
+
 def _test(part: str, stored: object, outputs: dict[str, Any]) -> TestScore:
-    _check(isinstance(stored, list) and len(stored) == 6 and isinstance(stored[0], str) and _is_number(stored[1])
+    _check(isinstance(stored, list) and len(stored) == 7 and isinstance(stored[0], str) and _is_number(stored[1])
            and _is_number(stored[2]) and type(stored[3]) is bool and isinstance(stored[4], (str, type(None))),
-           f"a test of part {part} is not [name, score, max_score, passed, message, evidence]")
-    name, score, max_score, passed, message, figure = stored
-    if message is None:  # the message is the test's Gradescope output
+           f"a test of part {part} is not [name, score, max_score, passed, message, evidence, hints]")
+    name, score, max_score, passed, message, figure, advice = stored
+    wrong = hints.problem(advice)
+    _check(not wrong, f"the hints of test {part}: {name} {wrong}")
+    _check(not (passed and advice), f"test {part}: {name} passed, yet carries hints")
+    if message is None:  # the message is the test's Gradescope output, which has no hints then
         message = outputs.get(f"{part}: {name}")
         _check(isinstance(message, str), f"test {part}: {name} has no output")
+        _check(not advice, f"test {part}: {name} has hints, so its message cannot be its output")
     if figure is not None:
         _check(not passed, f"test {part}: {name} passed, yet carries evidence of a failure")
         try:
             figure = evidence.from_json(figure)
         except evidence.EvidenceError as exc:
             raise NotAResult(f"the evidence of test {part}: {name} is malformed ({exc})") from None
-    return TestScore(part, name, score, max_score, passed, message, figure)
+    return TestScore(part, name, score, max_score, passed, message, figure, tuple(advice))
 
 
 def from_gradescope(data: Any, rubric: Rubric) -> GradeResult:
@@ -219,7 +238,9 @@ def from_gradescope(data: Any, rubric: Rubric) -> GradeResult:
         parts.append(PartScore(part, stored["exact_score"], tests, tuple(stored["forbidden_ops"])))
     _check(sum(t.figure is not None for p in parts for t in p.tests) <= evidence.MAX_FIGURES,
            f"more than {evidence.MAX_FIGURES} tests carry evidence")
-    _check(_is_texts(extra.get("notices")), "notices are not a list of texts")
+    _check(isinstance(extra.get("notices"), list) and all(_is_notice(n) for n in extra["notices"]),
+           f"notices are not a list of [kind, text] (kinds: {', '.join(NoticeKind)}; texts of at most "
+           f"{MAX_LINE_CHARS} characters)")
     _check(all(isinstance(extra.get(k), str) for k in ("submission", "submission_sha256", "unreadable",
                                                        "load_failure", "isolation")),
            "submission, submission_sha256, unreadable, load_failure or isolation is not text")
@@ -234,7 +255,8 @@ def from_gradescope(data: Any, rubric: Rubric) -> GradeResult:
     _check(isinstance(by_hand, dict) and all(isinstance(k, str) and _is_number(v) for k, v in by_hand.items()),
            "graded_by_hand is not an object of points")
     load = LoadReport()
-    load.notices, load.failure, load.cell_errors = extra["notices"], extra["load_failure"], cell_errors
+    load.notices = [Notice(NoticeKind(kind), text) for kind, text in extra["notices"]]
+    load.failure, load.cell_errors = extra["load_failure"], cell_errors
     load.isolation = extra["isolation"]
     return GradeResult(submission=extra["submission"], sha256=extra["submission_sha256"],
                        assignment=rubric.assignment, parts=parts, max_score=rubric.max_score, load=load,

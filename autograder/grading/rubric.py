@@ -312,6 +312,13 @@ class TestScore:
     passed: bool
     message: str
     figure: Figure | None = None  # what a failed check saw, for the pictures in feedback
+    hints: tuple[str, ...] = ()   # a failed check's advice, each whole (never parsed out of `message`)
+
+    @property
+    def shown_text(self) -> str:
+        """The message as every text report shows it: each hint on a line of its own after it.  The one place
+        hints become text; the feedback page shows them apart (autograder.reports.html)."""
+        return self.message + "".join(f"\n  Hint: {hint}" for hint in self.hints)
 
     @property
     def earned_all(self) -> bool:
@@ -384,7 +391,8 @@ def score(rubric: Rubric, outcomes: list[Outcome]) -> list[PartScore]:
             earned = share if passed and not forbidden else 0.0
             figure = o.figure if not passed and figures < MAX_FIGURES else None
             figures += figure is not None
-            tests.append(TestScore(part.name, o.name, earned, share, passed, message, figure))
+            tests.append(TestScore(part.name, o.name, earned, share, passed, message, figure,
+                                   () if passed else o.hints))
         strict = sum(t.score for t in tests)
         end_to_end = (part.points * part.end_to_end_share if part.end_to_end_share is not None else
                       max((t.max_score for t in tests if _base(t.name) not in part.gated), default=0.0))

@@ -15,11 +15,11 @@ from typing import Any, Sequence
 import torch
 
 from autograder import protocol
-from autograder.model.load_report import LoadReport
+from autograder.model.load_report import LoadReport, Notice, NoticeKind
 from autograder.model.interrupts import JudgingInterrupted
 from autograder.model.limits import Limits
 from autograder.host.sandbox import Sandbox, ZygoteFailed, isolation_name
-from autograder.model.submission import (ModuleHandle, ModuleInfo, Opaque, StudentError, Submission,
+from autograder.model.submission import (ModuleHandle, ModuleInfo, NotRun, Opaque, StudentError, Submission,
                                    SubmissionBroken)
 
 STARTUP_SECONDS = 60.0  # interpreter and torch start-up, before the first cell
@@ -80,6 +80,17 @@ def parse_ready(header: dict[str, Any], cells: int) -> tuple[list[dict[str, Any]
     if header.get("ready") is not True or type(errors) is not list or len(errors) > cells:
         raise Malformed("malformed report after loading")
     return [_cell_error(e, cells) for e in errors], set(_texts(header.get("names"), 1000, 200))
+
+
+def child_notices(texts: list[Any], isolated: bool) -> list[Notice]:
+    """The notices of a child's first message, each of kind CHILD whatever it says, led by the host's own
+    UNISOLATED notice when the host started the child without isolation (`isolated` is how it started it,
+    never what the child wrote).  The child's words for the same are dropped: said once."""
+    notices = [Notice(NoticeKind.CHILD, protocol.clean_text(n, 500)) for n in texts[:50]]
+    if isolated:
+        return notices
+    return [Notice(NoticeKind.UNISOLATED, protocol.UNISOLATED_NOTICE),
+            *(n for n in notices if n.text != protocol.UNISOLATED_NOTICE)]
 
 
 class RemoteSubmission(Submission):
@@ -179,9 +190,9 @@ class RemoteSubmission(Submission):
                 if type(header.get("isolated")) is not bool or type(header.get("notices")) is not list:
                     self._fail("malformed message from the submission's process while starting")
                     return None, None
-                notices = [protocol.clean_text(n, 500) for n in header["notices"][:50]]
                 if not self.report.loaded:
-                    self.report.notices = notices + self.sandbox.notices
+                    self.report.notices = child_notices(header["notices"], self.sandbox.limits.isolate)
+                    self.report.notices += self.sandbox.notices
                 if not header["isolated"]:
                     refusal = header.get("refusal")
                     self._fail(protocol.clean_text(refusal, 500) if type(refusal) is str
@@ -268,7 +279,7 @@ class RemoteSubmission(Submission):
                 kwargs: dict[str, Any] | None = None, cotangents: Sequence[torch.Tensor] = ()) -> Any:
         subject = _subject(op, name, self.class_of.get(obj, "?") if obj is not None else "")
         if subject in self.poisoned:
-            raise SubmissionBroken(f"not run: an earlier request to {subject} {self.poisoned[subject]}")
+            raise NotRun(f"an earlier request to {subject} {self.poisoned[subject]}")
         if late := self._out_of_time():
             raise SubmissionBroken(late)
         self._ensure_running()

@@ -27,6 +27,7 @@ from autograder import REPO_ROOT
 from autograder import protocol
 from autograder.host import memory
 from autograder.model.limits import Limits, rlimits
+from autograder.model.load_report import Notice, NoticeKind
 
 MEMORY_SAMPLE_SECONDS = 0.05  # what processes allocate in one interval is how far a bound can be overshot
 SUPERVISOR_SECONDS = 10.0  # for the supervisor to end a sandbox's processes on SIGTERM
@@ -71,7 +72,7 @@ class Cgroup:
         self.path = path
 
     @classmethod
-    def create(cls, notices: list[str], memory_bytes: int) -> "Cgroup | None":
+    def create(cls, notices: list[Notice], memory_bytes: int) -> "Cgroup | None":
         try:
             mounts = Path("/proc/self/mounts").read_text().splitlines()
             mount = next(line.split()[1] for line in mounts if line.split()[2] == "cgroup2")
@@ -83,8 +84,9 @@ class Cgroup:
             cgroup.bound_memory(memory_bytes)
             return cgroup
         except (OSError, StopIteration, IndexError) as exc:
-            notices.append(f"no cgroup of its own ({getattr(exc, 'strerror', None) or 'no cgroup v2 here'}): "
-                           "its supervisor alone ends its processes")
+            why = getattr(exc, "strerror", None) or "no cgroup v2 here"
+            notices.append(Notice(NoticeKind.SANDBOX, f"no cgroup of its own ({why}): its supervisor alone ends its "
+                                                      "processes"))
             return None
 
     def bound_memory(self, limit: int) -> None:
@@ -265,7 +267,7 @@ class Sandbox:
                  skip_cells: dict[int, str] | None = None, load_seconds: float | None = None,
                  preload: list[str] | None = None) -> None:
         self.limits = limits
-        self.notices: list[str] = []
+        self.notices: list[Notice] = []  # what the host saw of the sandbox: kind SANDBOX
         # the child builds its root file system on this empty directory inside its own mount namespace (the
         # host never sees anything in it), or works in it when isolation is off
         self.workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
@@ -307,8 +309,8 @@ class Sandbox:
             try:  # before the child has its cells, so before it can start anything
                 self.cgroup.add(self.process.pid)
             except OSError as exc:
-                self.notices.append(f"could not join its cgroup ({exc.strerror}): its supervisor alone ends "
-                                    "its processes")
+                self.notices.append(Notice(NoticeKind.SANDBOX, f"could not join its cgroup ({exc.strerror}): its "
+                                           "supervisor alone ends its processes"))
                 self.cgroup.kill()
                 self.cgroup = None
         try:
@@ -383,10 +385,11 @@ class Sandbox:
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self.notices.append("child did not die within 10 s of SIGKILL")
+            self.notices.append(Notice(NoticeKind.SANDBOX, "child did not die within 10 s of SIGKILL"))
         self._drain.join(timeout=2)
         if self._drain.is_alive():
-            self.notices.append("a process outside the sandbox's reach still holds its output pipe")
+            self.notices.append(Notice(NoticeKind.SANDBOX, "a process outside the sandbox's reach still holds its "
+                                                           "output pipe"))
         self.sock.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
 

@@ -34,10 +34,11 @@ from _pytest.pathlib import CouldNotResolvePathError, module_name_from_path, res
 from autograder.model.interrupts import JudgingInterrupted, interruption
 from autograder.judging.checks.caching import StoredReferences, stored_in
 from autograder.judging.checks.failing import Later
+from autograder.judging import hints
 from autograder.judging.evidence import FIGURE_TYPES, Figure
 from autograder.judging.suite_files import suite_sources
 from autograder.model.code_version import engine_digest
-from autograder.model.submission import StudentError, Submission, SubmissionBroken
+from autograder.model.submission import NotRun, StudentError, Submission, SubmissionBroken
 
 NOT_RUN = "not run: judging stopped before this check"
 MAX_SESSIONS = 8  # distinct suite sets kept warm in one process; a grader uses one, the kit's tests a few
@@ -65,6 +66,7 @@ class Outcome:
     message: str      # student-facing: what was compared and what went wrong
     forbidden: tuple[str, ...] = ()
     figure: Figure | None = None  # evidence a failing check attached (autograder.judging.checks.fail)
+    hints: tuple[str, ...] = ()   # student-facing advice a failing check gave, each whole (checks.fail's hints)
 
 
 class SuiteError(Exception):
@@ -92,12 +94,30 @@ def _figure(excinfo: Any) -> Figure | Later | None:
     return figure if isinstance(figure, (*FIGURE_TYPES, Later)) else None
 
 
+def _hints(excinfo: Any) -> tuple[str, ...]:
+    """The hints on a failure raised by the suites' `fail`, as a result keeps them (autograder.judging.hints):
+    like the evidence, an attribute only trusted code sets."""
+    exc = excinfo.value
+    return hints.bounded(getattr(exc, "hints", ())) if isinstance(exc, pytest.fail.Exception) else ()
+
+
 def _undrawn(exc: BaseException) -> str:
     if isinstance(exc, StudentError):
         return f"your code raised {exc.type_name} while computing its values"
+    if isinstance(exc, NotRun):
+        return exc.reason
     if isinstance(exc, SubmissionBroken):
-        return str(exc).removeprefix("not run: ")
+        return str(exc)
     return "its values could not be computed"
+
+
+_running: tuple[str, str] | None = None  # (part, check name) of the check running now: one at a time (_lock)
+
+
+def running_check() -> tuple[str, str] | None:
+    """(part, check name) of the check this process is running now, None between checks: for the kit's hooks
+    that observe checks as they run (check-suite's error ratios), never for a verdict."""
+    return _running
 
 
 def part_name(module: str) -> str:
@@ -136,6 +156,15 @@ class _Collector:
         self.expected = {item.nodeid: (item.path.stem, item.name) for item in items}
         self.items = list(items)
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Any:
+        global _running
+        outer, _running = _running, (self.part(item), item.name)
+        try:
+            return (yield)
+        finally:
+            _running = outer  # a suite run from inside a check hands that check back
+
     @pytest.hookimpl(tryfirst=True)  # before the test's fixtures compute anything on the submission
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         part = self.part(item)
@@ -153,12 +182,14 @@ class _Collector:
             failure = None if passed else call.excinfo
             message = "" if failure is None else _message(failure)
             figure = None if failure is None else _figure(failure)
+            advice = () if failure is None else _hints(failure)
             if report.outcome == "skipped":  # a skipped check would be a free point or a lost one: neither
-                passed, message, figure = False, "check was skipped", None
+                passed, message, figure, advice = False, "check was skipped", None, ()
             if isinstance(figure, Later):
                 self.later.append((item.nodeid, figure))
                 figure = None
-            self.outcomes[item.nodeid] = Outcome(item.path.stem, item.name, passed, message, forbidden, figure)
+            self.outcomes[item.nodeid] = Outcome(item.path.stem, item.name, passed, message, forbidden, figure,
+                                                 advice)
         return report
 
     def draw_later(self, pictures: bool) -> None:

@@ -37,6 +37,15 @@ class SubmissionBroken(Exception):
     """The submission process died, timed out or answered nonsense; the current test cannot be judged."""
 
 
+class NotRun(SubmissionBroken):
+    """A request the host did not send at all: an earlier one to the same function or class broke it.  Its
+    `reason` says what the earlier one did; the message says it was not run."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"not run: {reason}")
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class Opaque:
     """A returned value that is neither a tensor nor a plain Python value: only its type name crosses over."""

@@ -351,7 +351,7 @@ def _part_feedback(part: PartScore, result: GradeResult) -> str:
         lines.append(part.forbidden_notice())
     for test in part.tests:
         mark = "ok  " if test.earned_all else "FAIL"
-        message = message_text(test.message)
+        message = message_text(test.shown_text)
         lines.append(f"[{mark}] {test.name}" + (f": {message}" if message and mark == "FAIL" else ""))
     if part.score < part.part.points and (result.load.cell_errors or result.load.failure or result.unreadable):
         lines += ["", summary(result)]

@@ -33,7 +33,7 @@ def _part_message(part: PartScore, limit: int) -> str:
         return f"all {len(part.tests)} checks passed"
     lines = [part.forbidden_notice(one_line(", ".join(part.forbidden), 200))] if part.forbidden else []
     lines.append(f"{len(failed)} of {len(part.tests)} checks failed:")
-    lines += [f"{one_line(test.name, 200)}: {one_line(test.message, MAX_LINE_CHARS)}" for test in failed]
+    lines += [f"{one_line(test.name, 200)}: {one_line(test.shown_text, MAX_LINE_CHARS)}" for test in failed]
     return clean_text("\n".join(lines), limit)
 
 

@@ -21,11 +21,12 @@ from urllib.parse import quote
 
 from autograder.judging.evidence import Figure
 from autograder.grading.rubric import PartScore, TestScore
-from autograder.protocol import UNISOLATED, clean_text, one_line
+from autograder.protocol import clean_text, one_line
 from autograder.reports import figures
 from autograder.grading.results_json import (MAX_LINE_CHARS, SUMMARY_CELL_ERRORS, by_hand_notice, message_text, rounded,
                                         write_text_atomic)
 from autograder.grading.result import GradeResult, display_name
+from autograder.model.load_report import NoticeKind
 
 STUDENTS = "students"  # the class's pages, apart from index.html whatever a student is called
 MAX_NAME_CHARS = 300
@@ -45,7 +46,8 @@ section, .panel { background: #fff; border-radius: .6rem; padding: 1rem; margin:
 .check { border-left: 4px solid #d62728; padding: .2rem 0 .2rem .8rem; margin: 1rem 0; }
 pre { white-space: pre-wrap; background: #f6f6f6; padding: .6rem; border-radius: .4rem; font-size: .85rem;
       margin: .4rem 0; }
-.hint { background: #fff8e1; border-left: 4px solid #f39c12; padding: .4rem .6rem; margin: .4rem 0; }
+.hint { background: #fff8e1; border-left: 4px solid #f39c12; padding: .4rem .6rem; margin: .4rem 0;
+        white-space: pre-line; }
 .notice { background: #fdecea; padding: .6rem; border-radius: .4rem; }
 figure { margin: .6rem 0; } figure img { max-width: 100%; height: auto; display: block; }
 figcaption { font-size: .85rem; color: #555; }
@@ -102,9 +104,11 @@ class _Pictures:
         return self.pngs[figure]
 
 
-def _hints(test: TestScore, hints: list[str], given: dict[tuple[str, ...], str]) -> list[str]:
-    """`given`: the part's hints already shown, by the check that showed them (one bug fails several checks
-    with the same advice: it is given once, the later checks point to it)."""
+def _hints(test: TestScore, given: dict[tuple[str, ...], str]) -> list[str]:
+    """The check's hints, each whole as the check gave it.  `given`: the part's hints already shown, by the
+    check that showed them (one bug fails several checks with the same advice: it is given once, the later
+    checks point to it)."""
+    hints = [message_text(hint) for hint in test.hints]
     if not hints:
         return []
     key = tuple(hints)
@@ -132,20 +136,12 @@ def _evidence(test: TestScore, pictures: _Pictures) -> list[str]:
     return out
 
 
-def _hints_of(test: TestScore) -> list[str]:
-    """The hints a check's message gives: the known mistakes its output matched."""
-    lines = message_text(test.message).split("\n")
-    return [line.strip()[len("Hint:"):].strip() for line in lines if line.strip().startswith("Hint:")]
-
-
 def _failed_check(test: TestScore, pictures: _Pictures, given: dict[tuple[str, ...], str]) -> str:
-    lines = message_text(test.message).split("\n")
-    hints = _hints_of(test)
-    rest = "\n".join(line for line in lines if not line.strip().startswith("Hint:")).strip()
+    message = message_text(test.message).strip()
     html_parts = [f'<article class="check"><h3>{_text(test.name, MAX_NAME_CHARS)}</h3>']
-    if rest:
-        html_parts.append(f"<pre>{html.escape(rest)}</pre>")
-    html_parts += _hints(test, hints, given)
+    if message:
+        html_parts.append(f"<pre>{html.escape(message)}</pre>")
+    html_parts += _hints(test, given)
     html_parts += _evidence(test, pictures)
     html_parts.append("</article>")
     return "".join(html_parts)
@@ -173,7 +169,7 @@ def _part(part: PartScore, pictures: _Pictures) -> str:
 
 def _load_problems(result: GradeResult) -> list[str]:
     """What kept the submission from running as written: as the text summary says it, to the student."""
-    out = [f'<p class="notice">Notice: {_line(n)}</p>' for n in result.load.notices if n.startswith(UNISOLATED)]
+    out = [f'<p class="notice">Notice: {_line(n)}</p>' for n in result.load.notices_of(NoticeKind.UNISOLATED)]
     if result.unreadable:
         out.append(f'<p class="notice">Not graded: {_line(result.unreadable)}</p>')
     if result.load.failure:
@@ -284,7 +280,7 @@ def _known_mistakes(results: Sequence[tuple[str, GradeResult]], titles: dict[str
     students: dict[tuple[str, str], int] = {}
     for _, result in results:
         made = {(part.part.name, hint) for part in result.parts for test in part.tests if not test.passed
-                for hint in _hints_of(test)}
+                for hint in map(message_text, test.hints)}
         for key in made:
             students[key] = students.get(key, 0) + 1
     if not students:

@@ -1,8 +1,8 @@
 """Every catalogue entry written to a file and graded by the real grader, in a pool of processes: plain data
-back (scores, each test's student-facing output, the error ratios each numeric test observed)."""
+back (scores, each test's part, message, hints and student-facing output, the error ratios each numeric test
+observed), read from the result model."""
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -25,43 +25,40 @@ def load_catalogue(assignment: str) -> Catalogue:
         raise CheckSuiteError(str(exc)) from None
 
 
-def _current_test(stem_to_part: dict[str, str]) -> str:
-    """'part: test_name' of the hidden test running now, from the variable pytest sets for it."""
-    current = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
-    path, _, name = current.partition("::")
-    return f"{stem_to_part.get(Path(path).stem, Path(path).stem)}: {name}"
-
-
 def grade_entry(assignment: str, path: str, pictures: bool = True) -> dict[str, Any]:
-    """Grade one file through the real grader; plain data back: scores, every test's student-facing output,
-    and the largest error ratio (|error| / allowed) each numeric test observed."""
+    """Grade one file through the real grader; plain data back (JSON's, for --json), read from the result
+    model: scores, every test's part, name, message, hints and student-facing output, and the largest error
+    ratio (|error| / allowed) each numeric test observed, {part: {test: ratio}}."""
     import torch
 
+    from autograder.judging import judge
     from autograder.judging.checks import comparison
     from autograder.grading.grade import grade_file
-    from autograder.grading.results_json import gradescope
+    from autograder.grading.results_json import MAX_OUTPUT_CHARS, check_message, message_text, rounded
     from autograder.grading.rubric import load_rubric
     from autograder.model.limits import Limits
 
     torch.set_num_threads(1)
     rubric = load_rubric(assignment)
-    stem_to_part = {Path(p.suite).stem: p.name for p in rubric.parts}
-    ratios: dict[str, float] = {}
+    ratios: dict[str, dict[str, float]] = {}
 
     def observe(_what: str, ratio: float) -> None:
-        test = _current_test(stem_to_part)
-        ratios[test] = max(ratios.get(test, 0.0), ratio)
+        running = judge.running_check()
+        if running is not None:
+            part, test = running
+            ratios.setdefault(part, {})[test] = max(ratios.get(part, {}).get(test, 0.0), ratio)
 
     comparison.observers.append(observe)
     try:
         result = grade_file(Path(path), rubric, Limits(), pictures)
     finally:
         comparison.observers.remove(observe)
-    report = gradescope(result)
-    return {"file": Path(path).name, "score": report["score"], "seconds": round(result.seconds, 2),
-            "parts": {name: [p["score"], p["max_score"]] for name, p in report["extra_data"]["parts"].items()},
-            "tests": [{"name": t["name"], "passed": t["status"] == "passed", "output": t["output"]}
-                      for t in report["tests"]],
+    return {"file": Path(path).name, "score": result.score, "seconds": round(result.seconds, 2),
+            "parts": {p.part.name: [rounded(p.score), p.part.points] for p in result.parts},
+            "tests": [{"part": p.part.name, "name": t.name, "passed": t.earned_all,
+                       "message": message_text(t.message), "hints": list(t.hints),
+                       "output": check_message(p, t, MAX_OUTPUT_CHARS)}
+                      for p in result.parts for t in p.tests],
             "cell_errors": [f"{e.get('type')}: {str(e.get('message'))[:120]}" for e in result.load.cell_errors],
             "ratios": ratios}
 

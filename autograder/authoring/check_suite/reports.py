@@ -31,7 +31,8 @@ def summarise(assignment: str, results: dict[str, dict[str, Any]], seconds: floa
     for e in failed:
         lines.append(f"  WRONGLY FAILED {e.name} ({results[e.name]['score']:g} points):")
         for test in verdicts[e.name]["failed_tests"][:5]:
-            lines.append(f"    {test['name']}: {test['output'].splitlines()[0][:200] if test['output'] else ''}")
+            first_line = test["output"].splitlines()[0][:200] if test["output"] else ""
+            lines.append(f"    {test['part']}: {test['name']}: {first_line}")
     declared = [e for e in mistakes if e.hint is not None]
     no_hint = [e.name for e in declared if not verdicts[e.name]["hint_shown"]]
     lines.append(f"specific hints shown: {len(declared) - len(no_hint)} / {len(declared)} declared "
@@ -45,16 +46,17 @@ def margins(assignment: str, results: dict[str, dict[str, Any]]) -> list[dict[st
     and the smallest ratio among the mistakes that test catches numerically (ratio > 1)."""
     catalogue = load_catalogue(assignment)
     order = [e for e in catalogue.entries() if e.name in results]  # ties go to the earliest entry (the reference)
-    tests = sorted({t for r in results.values() for t in r["ratios"]})
+    tests = sorted({(part, test) for r in results.values() for part, mine in r["ratios"].items() for test in mine})
     rows = []
-    for test in tests:
-        legit = [(results[e.name]["ratios"][test], -i, e.name) for i, e in enumerate(order)
-                 if e.kind == "variant" and test in results[e.name]["ratios"]]
-        caught = [(results[e.name]["ratios"][test], i, e.name) for i, e in enumerate(order)
-                  if e.kind == "mistake" and results[e.name]["ratios"].get(test, 0.0) > 1.0]
+    for part, test in tests:
+        ratio = {e.name: results[e.name]["ratios"].get(part, {}).get(test) for e in order}
+        legit = [(ratio[e.name], -i, e.name) for i, e in enumerate(order)
+                 if e.kind == "variant" and ratio[e.name] is not None]
+        caught = [(ratio[e.name], i, e.name) for i, e in enumerate(order)
+                  if e.kind == "mistake" and (ratio[e.name] or 0.0) > 1.0]
         worst = (lambda m: (m[0], m[2]))(max(legit)) if legit else (float("nan"), "")
         smallest = (lambda m: (m[0], m[2]))(min(caught)) if caught else (float("nan"), "")
-        rows.append({"test": test, "worst_legit": worst[0], "worst_legit_entry": worst[1],
+        rows.append({"test": f"{part}: {test}", "worst_legit": worst[0], "worst_legit_entry": worst[1],
                      "smallest_bug": smallest[0], "smallest_bug_entry": smallest[1], "bugs_caught": len(caught),
                      "margin": smallest[0] / worst[0] if legit and caught and worst[0] > 0 else float("nan")})
     return rows
@@ -70,13 +72,13 @@ def weakest_catches(assignment: str, results: dict[str, dict[str, Any]]) -> list
     rows = []
     for part in catalogue.built_on:
         legit = [(ratio, -i, e.name) for i, e in enumerate(order) if e.kind == "variant"
-                 for test, ratio in results[e.name]["ratios"].items() if test.startswith(f"{part}: ")]
+                 for ratio in results[e.name]["ratios"].get(part, {}).values()]
         strongest = []
         exact = 0
         for e in catalogue.entries():
             if e.part != part or e.name not in results:
                 continue
-            ratios = [v for v in results[e.name]["ratios"].values() if v > 1.0]
+            ratios = [v for mine in results[e.name]["ratios"].values() for v in mine.values() if v > 1.0]
             if ratios:
                 strongest.append((max(ratios), e.name))
             else:

@@ -15,9 +15,12 @@ def verdict(catalogue: Catalogue, entry: Any, result: dict[str, Any]) -> dict[st
     lost = lost_parts(result)
     if entry.part is None:
         return {"kind": "variant", "ok": not lost, "failed_tests": [t for t in result["tests"] if not t["passed"]]}
-    own_failures = [t["output"] for t in result["tests"] if not t["passed"] and t["name"].startswith(f"{entry.part}: ")]
+    own_failures = [t for t in result["tests"] if not t["passed"] and t["part"] == entry.part]
     caught = entry.part in lost
     unfair = sorted(lost - catalogue.may_cost(entry.part))
-    hint_shown = None if entry.hint is None else any(entry.hint in text for text in own_failures)
+    # the entry's words in a failure's message or in one of its hints, each whole: never in the text the
+    # two make together
+    hint_shown = None if entry.hint is None else any(entry.hint in text for t in own_failures
+                                                     for text in (t["message"], *t["hints"]))
     return {"kind": "mistake", "caught": caught, "unfair": unfair, "hint_shown": hint_shown,
             "ok": caught and not unfair}

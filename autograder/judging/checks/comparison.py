@@ -31,12 +31,10 @@ def expect_equal(actual: Any, expected: torch.Tensor, *, what: str, inputs: str 
     if torch.equal(actual, expected):
         return
     wrong = (actual != expected).nonzero().tolist()
-    lines = [f"{what}: wrong values for input {describe_inputs(inputs)}: {len(wrong)} of {expected.numel()} "
-             f"entries differ (first at index {tuple(wrong[0])})"]
-    for hint, tensor in _pairs(mistakes):
-        if tensor.shape == actual.shape and torch.equal(actual, tensor.to(actual.dtype)):
-            lines.append(f"  Hint: {hint}")
-    fail("\n".join(lines))
+    hints = [hint for hint, tensor in _pairs(mistakes)
+             if tensor.shape == actual.shape and torch.equal(actual, tensor.to(actual.dtype))]
+    fail(f"{what}: wrong values for input {describe_inputs(inputs)}: {len(wrong)} of {expected.numel()} "
+         f"entries differ (first at index {tuple(wrong[0])})", hints=hints)
 
 
 def assert_close(actual: Any, expected: torch.Tensor, *, what: str, inputs: str | Mapping[str, Any],
@@ -64,12 +62,13 @@ def assert_close(actual: Any, expected: torch.Tensor, *, what: str, inputs: str 
         return actual
     n, n_bad = e.numel(), int((~within).sum())
     lines = [f"{what}: does not match the reference.", f"  input: {describe_inputs(inputs)}"]
+    shown: list[str] = []  # the hints, in the order they are found
     bad_nonfinite = ~torch.isfinite(a) & torch.isfinite(e)
     if bool(bad_nonfinite.any()):
         lines.append(f"  your output contains NaN or inf in {int(bad_nonfinite.sum())} of {n} entries where "
                      f"the reference is finite")
         if nonfinite_hint:
-            lines.append(f"  Hint: {nonfinite_hint}")
+            shown.append(nonfinite_hint)
     finite = torch.isfinite(a) & torch.isfinite(e)
     if n == 1 and bool(finite.all()):
         # a single number: its exact error would give the reference value away; one significant digit only
@@ -88,15 +87,12 @@ def assert_close(actual: Any, expected: torch.Tensor, *, what: str, inputs: str 
     else:
         lines.append(f"  allowed: |error| <= {atol:.3g}" + (f" + {rtol:.3g} * |reference|" if rtol else "")
                      + f"; {n_bad} of {n} entries are outside")
-    shown: set[str] = set()
     for hint, tensor in _pairs(mistakes):
         if hint in shown or tuple(tensor.shape) != tuple(a.shape):
             continue
         if bool(within_tolerance(a, tensor.detach().to(torch.float64), atol, rtol).all()):
-            lines.append(f"  Hint: {hint}")
-            shown.add(hint)
-    lines.extend(f"  Hint: {hint}" for hint in hints if hint not in shown)
-    fail("\n".join(lines), error_map(what, a, e, atol, rtol))
+            shown.append(hint)
+    fail("\n".join(lines), error_map(what, a, e, atol, rtol), hints=[*shown, *hints])
 
 
 def is_close(actual: Any, expected: torch.Tensor, *, atol: float, rtol: float = 0.0) -> bool:

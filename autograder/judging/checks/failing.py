@@ -1,9 +1,10 @@
-"""How a check fails: a student-facing message only, with the evidence the feedback draws, if any."""
+"""How a check fails: a student-facing message only, with its hints and the evidence the feedback draws, if
+any."""
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Callable, Iterator, NoReturn
+from typing import Callable, Iterator, NoReturn, Sequence
 
 import pytest
 
@@ -21,15 +22,17 @@ class Later:
     build: Callable[[], Figure | None]
 
 
-def fail(message: str, figure: Figure | Later | None = None) -> NoReturn:
+def fail(message: str, figure: Figure | Later | None = None, *, hints: Sequence[str] = ()) -> NoReturn:
     """Fail the current test with a student-facing message only: no traceback (pytrace=False) and no chained
     exception context (a failure raised while a StudentError or torch error is being handled would otherwise
     be printed under "During handling of the above exception ...").  `figure`: the evidence the feedback
     draws (autograder.judging.evidence), computed here from what the submission returned, or `Later` when
-    drawing it asks the submission for more."""
+    drawing it asks the submission for more.  `hints`: advice on the likely mistake, each a text of its own
+    (not part of `message`): every report shows them after the message, the feedback page apart from it."""
     failure = pytest.fail.Exception(msg=message, pytrace=False)
     failure.__suppress_context__ = True
     failure.figure = figure
+    failure.hints = tuple(hints)  # the judge keeps each once (autograder.judging.hints.bounded)
     raise failure
 
 
