@@ -517,3 +517,15 @@ def test_hints_and_the_running_check_are_fields_never_words(tmp_path):
     assert unsent.message == ("wrong again\n(No picture for this check: an earlier request to picture did not "
                               "finish in time.)")
     assert str(NotRun("why")) == "not run: why"  # what a check that asked for it says
+
+
+def test_a_message_names_the_students_modules_the_same_on_every_run():
+    """A list of the student's modules passed to a graded function (norm_placement's blocks) is described by
+    what they are, not by an object's address, which would change the stored result on every run."""
+    import torch
+
+    from autograder.judging.checks.calls import Module, describe_call
+
+    blocks = [Module(object(), "TransformerBlock"), Module(object(), "TransformerBlock")]
+    text = describe_call("layer_grad_norms", (blocks, torch.zeros(2, 3)))
+    assert text == "layer_grad_norms([your TransformerBlock, your TransformerBlock], float32[2, 3])", text

@@ -97,6 +97,9 @@ class Module:
         self.handle = handle
         self.label = label
 
+    def __repr__(self) -> str:  # a failure's message names it (in a list of blocks, say), never by address
+        return f"your {self.label}"
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with student_code(f"running {self.label} forward on {describe_call('', args, kwargs)[1:-1] or 'no input'}"):
             return self.handle(*_handles(args), **_handles(kwargs))
