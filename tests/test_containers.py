@@ -373,6 +373,9 @@ def test_attack_is_contained(runs, env, attack):
     if attack == "reader":
         read = re.search(r"READ (\d+)(.*)", said)
         assert read and read.group(1) == "0", said
+    if attack == "references":
+        reached = re.search(r"REACHED (\d+)(.*)", said)
+        assert reached and reached.group(1) == "0", said
     if attack == "storm":
         forked = re.search(r"FORKED (\d+)", said)
         assert forked is None or int(forked.group(1)) < PROCESSES, said

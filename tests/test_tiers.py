@@ -144,12 +144,18 @@ def test_tier_2_contains_what_tier_1_contains(user):
 # What native code past the child's audit hook would ask the kernel, in each tier as it is entered for a child
 NATIVE = r"""
 import ctypes, json, sys, tempfile
-from autograder import PACKAGE_DIR, REPO_ROOT
-from autograder.child import isolation
+from autograder import REPO_ROOT
+from autograder.child import box
 grader, tier = int(sys.argv[1]), int(sys.argv[2])
-isolation.enter(tempfile.mkdtemp(prefix="autograder-native-"), 16, str(PACKAGE_DIR), str(REPO_ROOT), tier)
+box.isolate({"tier": tier, "workdir": tempfile.mkdtemp(prefix="autograder-native-"), "processes": 16,
+             "root": str(REPO_ROOT), "rlimits": {}})
 libc = ctypes.CDLL(None, use_errno=True)
-found = {"unshare": libc.unshare(0x10000000) == 0, "ptrace grader": libc.ptrace(16, grader, 0, 0) == 0}
+libc.syscall.restype = ctypes.c_long
+found = {"unshare": libc.unshare(0x10000000) == 0, "ptrace grader": libc.ptrace(16, grader, 0, 0) == 0,
+         # Landlock's own calls (create_ruleset asking the ABI version, restrict_self on no ruleset): a
+         # submission neither probes nor stacks a domain, whatever the tier
+         "landlock": [libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)) >= 0 or ctypes.get_errno(),
+                      libc.syscall(446, ctypes.c_int(-1), ctypes.c_uint32(0)) >= 0 or ctypes.get_errno()]}
 print(json.dumps(found), flush=True)
 program = sys.executable.encode()
 libc.execve(program, (ctypes.c_char_p * 4)(program, b"-c", b"print('ran another program')", None), None)
@@ -169,7 +175,7 @@ def test_the_kernel_refuses_new_namespaces_tracing_and_other_programs(tier, user
                           env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [json.loads(line) for line in done.stdout.splitlines()]
-    assert lines == [{"unshare": False, "ptrace grader": False}, {"execve errno": 1}], done.stdout
+    assert lines == [{"unshare": False, "ptrace grader": False, "landlock": [1, 1]}, {"execve errno": 1}], done.stdout
 
 
 def _grade(prefix: list[str], submission: Path, out: Path, cwd: Path = ROOT, python: str = sys.executable) -> dict:

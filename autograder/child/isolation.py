@@ -1,9 +1,10 @@
 """Kernel isolation of one sandboxed child, set up by the child itself before the student's first line.
 
-Called once by autograder.child.serve, right after the cells arrive, in one of two tiers; the grader picks
-the strongest this machine allows (`probe`) and every result says which one graded it.
+The mechanisms of the two tiers; autograder.child.box runs them as steps, in one fixed order, right after the
+cells arrive.  The grader picks the strongest tier this machine allows (`probe`) and every result says which
+one graded it.
 
-Tier 1, "namespaces" (a machine that allows them): when `enter` returns, this process is PID 1 of its own PID
+Tier 1, "namespaces" (a machine that allows them): once its steps ran, this process is PID 1 of its own PID
 namespace and has
 - its own identity: a distinct unprivileged uid per sandbox when the grader is root (contest judges do the
   same), or, for an ordinary grader, a user namespace in which it holds no capabilities;
@@ -20,12 +21,12 @@ privilege is needed for any of it.
 - a supervisor, its parent, that is the subreaper of everything it starts: when the child ends, or the grader
   asks (SIGTERM), it kills every process left (by uid when it is root), so a setsid() daemon dies too.
 
-Both tiers: a seccomp filter refusing namespaces, mounts, ptrace, sockets, bpf and the like
+Both tiers: a seccomp filter refusing namespaces, mounts, ptrace, sockets, bpf, Landlock's own calls and the like
 (autograder.child.syscall_filter), no capabilities, no way to gain any (no_new_privs), resource limits, and
 the parent-death signal set after the last identity change (the kernel clears it on a uid change).
 
-Everything here is stdlib only (and libseccomp) and runs before torch is used by the submission.  A step the
-OS refuses raises IsolationError; the child then refuses to run the submission.
+Everything here is stdlib only and runs before torch is used by the submission.  A step the OS refuses raises
+IsolationError; the child then refuses to run the submission.
 """
 from __future__ import annotations
 
@@ -33,12 +34,9 @@ import ctypes
 import os
 import resource
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Callable
-
-from autograder.child import landlock, syscall_filter, view
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -318,102 +316,18 @@ def _check_readable(readable: list[str]) -> None:
                                  "the folders above it readable and searchable by every user (chmod o+rX)")
 
 
-def _last_steps(libc: ctypes.CDLL) -> None:
-    """What both tiers end with, once the identity is final: no_new_privs (which the seccomp filter and
-    Landlock need), the filter, and the check that no capability is left."""
-    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "set no_new_privs")
-    try:
-        syscall_filter.install()
-    except Exception as exc:  # noqa: BLE001 - libseccomp missing or refused: say so, never run unfiltered
-        raise IsolationError(f"seccomp filter: {exc}") from None
-    if _capabilities().strip("0"):
-        raise IsolationError(f"capabilities remain after dropping them ({_capabilities()})")
-
-
-def _namespaces(libc: ctypes.CDLL, staging: str, processes: int, readable: list[str]) -> list[str]:
-    notices: list[str] = []
-    outer_uid, outer_gid = os.getuid(), os.getgid()
-    root = os.geteuid() == 0 and _mapped(SANDBOX_UID_BASE + os.getpid())
-    if root:
-        outer_uid = outer_gid = SANDBOX_UID_BASE + os.getpid()
-        _check(libc.unshare(NAMESPACES), "unshare mount, PID, network, IPC and UTS namespaces")
-    else:
-        _check(libc.unshare(CLONE_NEWUSER | NAMESPACES), "unshare user and other namespaces")
-        _map_ids(outer_uid, outer_gid)
-    # after unshare(CLONE_NEWPID) only children enter the new namespace: the child, PID 1 there, carries on;
-    # when it dies the kernel kills every process left in the namespace, setsid() daemons included
-    _fork_supervised(lambda: None)
-    libc.sethostname(b"sandbox", 7)
-    _build_root(libc, staging, readable, outer_uid if root else INNER_ID)
-    _drop_bounding_set(libc)
-    if root:
-        _become(outer_uid)
-    else:
-        _drop_capabilities(libc)
-    # per-uid and per-namespace counts: set only now, so they count this sandbox's processes alone
-    _set_rlimits({"RLIMIT_NPROC": processes}, notices)
-    _last_steps(libc)
-    os.environ.update(HOME=HOME, TMPDIR="/tmp", MPLCONFIGDIR=f"{HOME}/.matplotlib")
-    return notices
-
-
-def _landlock(libc: ctypes.CDLL, staging: str, processes: int, readable: list[str]) -> list[str]:
-    notices: list[str] = []
-    uid = SANDBOX_UID_BASE + os.getpid() if os.geteuid() == 0 and _mapped(SANDBOX_UID_BASE + os.getpid()) else None
-    if missing := landlock.unavailable():  # before forking a supervisor: the refusal must be cheap and clear
-        raise IsolationError(missing)
-    _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "become the subreaper of the submission's processes")
-    _fork_supervised(lambda: _end_descendants(uid))
-    scratch = os.path.join(staging, "tmp")
-    os.makedirs(scratch, exist_ok=True)
-    _drop_bounding_set(libc)
-    if uid is not None:
-        os.chown(staging, uid, uid)
-        os.chown(scratch, uid, uid)
-        _become(uid)
-        _check_readable(readable)
-        _set_rlimits({"RLIMIT_NPROC": processes}, notices)
-    else:
-        _drop_capabilities(libc)
-        # the count is per uid, and here the uid is the grader's: its own processes count too
-        _set_rlimits({"RLIMIT_NPROC": _processes_of(os.getuid()) + processes}, notices)
-        notices.append("tier 2 as an ordinary user: the submission runs under the grader's uid, contained by "
-                       "Landlock and seccomp alone")
-    _last_steps(libc)
-    try:
-        notices += landlock.restrict(readable, [staging, *(f"/dev/{d}" for d in DEVICES)])
-    except (landlock.LandlockError, OSError) as exc:
-        raise IsolationError(str(exc)) from None
-    notices.append("tier 2: no /proc, and its scratch folder is bounded per file (RLIMIT_FSIZE), not in all")
-    os.chdir(staging)
-    os.environ.update(HOME=staging, TMPDIR=scratch, MPLCONFIGDIR=f"{staging}/.matplotlib")
-    return notices
-
-
-def enter(staging: str, processes: int, engine: str | None, hidden: str | None, tier: int) -> list[str]:
-    """Isolate this process in `tier`; `staging` is an empty directory of the grader's (tier 1 builds its new
-    root on it, tier 2 works in it); `engine` is the kit's engine package, shown read-only so the child can
-    import the rest of its own code; `hidden` is the checkout, which no readable path may hold.  Returns
-    notices for what holds only partly.  Raises IsolationError when a step is refused."""
-    libc = _libc()
-    try:
-        readable = view.readable_paths(engine, hidden)
-    except view.HiddenInView as exc:
-        raise IsolationError(str(exc)) from None
-    notices = (_namespaces if tier == NAMESPACES_TIER else _landlock)(libc, staging, processes, readable)
-    # last: a uid change clears it, and the grader dying must take the sandbox with it
-    _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "set the parent-death signal")
-    return notices
-
-
 def _try(staging: str, engine: str | None, hidden: str | None, tier: int) -> str | None:
-    """Run `enter` in a throw-away forked process: None if it held, else why not."""
+    """Run the kernel's steps of `tier` (autograder.child.box) in a throw-away forked process: None if they
+    held, else why not."""
+    from autograder.child import box  # which orders this module's steps: imported here, not at the top
+
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read)
         try:
-            enter(staging, 64, engine, hidden, tier)
+            box.isolate({"isolate": True, "tier": tier, "workdir": staging, "processes": 64, "engine": engine,
+                         "root": hidden, "rlimits": {}})
             code = 0
         except BaseException as exc:  # noqa: BLE001 - anything at all means "cannot isolate"
             os.write(write, str(exc).encode()[:500])

@@ -4,8 +4,9 @@ Forked from the warm zygote (autograder.child.zygote), which has already importe
 arrive as the first message on the child's socket.  Everything here runs in a process the student's code
 controls once its first cell has run, so nothing this process says after that is believed: the judge
 re-checks every reply.  What this module guarantees is only what it does *before* the first student line
-runs: the isolation (autograder.child.isolation), reported in the "isolated" message, the disabled torch
-implementations (autograder.child.forbidden) and the recorder that notices them.
+runs: the steps of autograder.child.box, in their fixed order (the kernel's isolation, the disabled torch
+implementations, the recorder that notices them, the provenance audit hook), reported in the first message
+("isolated", and the "steps" that ran).
 """
 from __future__ import annotations
 
@@ -76,26 +77,20 @@ def run_cells(cells: list[str], namespace: dict[str, Any], cell_timeout: float, 
 
 
 class Server:
-    def __init__(self, sock: socket.socket, namespace: dict[str, Any], config: dict[str, Any]) -> None:
+    def __init__(self, sock: socket.socket, namespace: dict[str, Any], config: dict[str, Any], recorder: Any) -> None:
+        """`recorder` is the op recorder the box started (autograder.child.box), already warmed up; everything
+        imported here was imported by the zygote, before any child existed."""
         import torch
         from autograder import protocol
         from autograder.child.vjp import vjp_of
-        from autograder.child.op_recorder import OpRecorder
 
         self.torch, self.protocol, self.vjp_of = torch, protocol, vjp_of
         self.sock = sock
         self.namespace = namespace
         self.request_timeout = float(config["request_timeout"])
-        self.recorder = OpRecorder(frozenset(config.get("forbidden_ops", ())))
+        self.recorder = recorder
         self.objects: dict[int, Any] = {}
         self.dtypes = {getattr(torch, name): name for name in protocol.DTYPES}
-        # The first use of the recorder's modes and of autograd imports parts of torch lazily (torch._dynamo
-        # among them): do it now, before any timer runs, so that a request's timer never interrupts an import
-        # half-way and leaves torch broken for the rest of the submission.
-        with self.recorder:
-            leaf = torch.ones(2, requires_grad=True)
-            torch.softmax(leaf * 2, dim=-1).sum().backward()
-        self.recorder.take()
 
     # tensors ----------------------------------------------------------------------------------------------
     def tensor_bytes(self, value: Any) -> tuple[str, tuple[int, ...], bytes] | None:
@@ -201,36 +196,13 @@ def _receive_cells(sock: socket.socket) -> list[str]:
     return json.loads(payload)
 
 
-def _isolate(config: dict[str, Any]) -> tuple[str | None, list[str]]:
-    """(why the cells may not run, or None; notices).  Every rlimit set before exec is checked, then the kernel
-    isolation is entered; without it the cells run only where the grader allowed that explicitly."""
-    from autograder.child import isolation
-
-    notices = [f"{name} could not be set to {wanted}" for name, wanted in config["rlimits"].items()
-               if resource.getrlimit(getattr(resource, name)) != (wanted, wanted)]
-    if not config["isolate"]:
-        from autograder.protocol import UNISOLATED
-
-        return None, notices + [f"{UNISOLATED} (allowed by the grader): the submission could read and change "
-                                "whatever the grader's user can"]
-    try:
-        from autograder import PACKAGE_DIR
-
-        notices += isolation.enter(config["workdir"], config["processes"], str(PACKAGE_DIR), config["root"],
-                                   config["tier"])
-    except Exception as exc:  # noqa: BLE001 - any failure here means "not isolated", never "run anyway"
-        refusal = f"the sandbox could not be set up ({exc}); the submission was not run"
-        return refusal, notices + [refusal]
-    return None, notices
-
-
 def prepare() -> None:
     """Runs once, in the zygote: torch and every module a child needs, imported before any child exists.  The
     first use of autograd and of the recorder's modes imports parts of torch lazily (torch._dynamo among
     them): done here too, so that no request's timer ever interrupts an import half-way."""
     import torch
     from autograder import protocol  # noqa: F401 - imported for the children
-    from autograder.child import forbidden, isolation, vjp  # noqa: F401
+    from autograder.child import box, forbidden, isolation, vjp  # noqa: F401
     from autograder.child.op_recorder import OpRecorder
 
     torch.set_num_threads(1)
@@ -270,7 +242,7 @@ def start_forked(config: dict[str, Any], fds: list[int]) -> None:
         try:
             resource.setrlimit(getattr(resource, name), (value, value))
         except (ValueError, OSError):
-            pass  # checked, and reported as a notice, by _isolate
+            pass  # checked, and reported as a notice, by the box (autograder.child.box.check_rlimits)
     os.chdir(config["workdir"])
     os.environ["HOME"] = config["workdir"]
     run(config, socket.socket(fileno=sock_fd))
@@ -278,30 +250,17 @@ def start_forked(config: dict[str, Any], fds: list[int]) -> None:
 
 def run(config: dict[str, Any], sock: socket.socket) -> None:
     from autograder import protocol
+    from autograder.child.box import enter_box
 
     cells = _receive_cells(sock)
-    refusal, notices = _isolate(config)
-    protocol.send(sock, {"isolated": refusal is None, "refusal": refusal, "notices": notices})
-    if refusal is not None:
+    box = enter_box(config)  # every step up to the student's first line, in order (autograder.child.box)
+    notices = box.notices + ([box.refusal] if box.refusal else [])
+    protocol.send(sock, {"isolated": box.refusal is None, "refusal": box.refusal, "notices": notices,
+                         "steps": box.ran})
+    if box.refusal is not None:
         sys.exit(3)
-    import torch  # before the student's code, so the recorder holds the real classes
-    from autograder.child import forbidden
-
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
-    server = Server(sock, namespace, config)  # imports all the kit's code the child needs, before the student's
-    # calling one now fails the request on its own; the recorder's report only names it
-    forbidden.disable(config["forbidden_ops"], server.recorder.saw, server.recorder.refused)
-    if config["root"] in sys.path:
-        sys.path.remove(config["root"])  # the kit's root is not importable by the submission (nor mounted)
-    # a submission that draws from the global RNGs must see the same numbers on every run, or its grade would
-    # depend on the run
-    import random
-
-    random.seed(0)
-    torch.manual_seed(0)
-    from autograder.child import provenance
-
-    provenance.enforce()  # the last step before the student's first line
+    server = Server(sock, namespace, config, box.recorder)
     errors = run_cells(cells, namespace, float(config["cell_timeout"]), float(config["load_seconds"]),
                        config["skip_cells"], lambda number: protocol.send(sock, {"cell": number}))
     names = sorted(k for k in list(namespace) if type(k) is str and not k.startswith("_"))[:MAX_NAMES]

@@ -13,6 +13,8 @@ import errno
 
 import pyseccomp as seccomp  # loads libseccomp now: tier 1 installs the filter after leaving the host's /usr
 
+from autograder.child import landlock
+
 CLONE_NAMESPACES = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000,
                     0x00000080)  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
 
@@ -37,6 +39,10 @@ REFUSED = (
     "personality", "uselib", "lookup_dcookie",
 )
 
+LANDLOCK_CALLS = (("landlock_create_ruleset", landlock.SYS_CREATE_RULESET),
+                  ("landlock_add_rule", landlock.SYS_ADD_RULE),
+                  ("landlock_restrict_self", landlock.SYS_RESTRICT_SELF))
+
 
 def install() -> None:
     """Load the filter into this thread's process; every process it starts inherits it and cannot remove it.
@@ -48,6 +54,14 @@ def install() -> None:
             rules.add_rule(refuse, name)
         except (RuntimeError, ValueError, OSError):
             pass  # a call this architecture does not have (iopl on aarch64) needs no refusing
+    # Landlock's own calls: tier 2's domain is final once the box restricted itself (before this filter), and
+    # the submission may neither stack a domain of its own on it nor probe the kernel's Landlock.  Refused
+    # whatever libseccomp knows: by name, or by the generic table's number (x86_64 and aarch64 share it)
+    for name, number in LANDLOCK_CALLS:
+        try:
+            rules.add_rule(refuse, name)
+        except (RuntimeError, ValueError, OSError):
+            rules.add_rule(refuse, number)
     for flag in CLONE_NAMESPACES:  # a fork or a thread is fine; a new namespace is not
         rules.add_rule(refuse, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
     # clone3 passes its flags in memory, which a filter cannot read: refused as unknown, so the C library
