@@ -39,7 +39,7 @@ def _entries(which: Callable) -> list:
 MISTAKES = _entries(lambda e: e.part is not None)
 WITH_HINTS = _entries(lambda e: e.part is not None and e.hint is not None)
 BROKEN_AS_A_WHOLE = _entries(lambda e: isinstance(e.part, EveryPart))
-VARIANTS = _entries(lambda e: e.part is None and e.name != "reference")
+VARIANTS = _entries(lambda e: e.part is None)  # the reference too
 
 LEAKS = ("Traceback", "During handling", "def test_", "checks.py", ".py:", "C.fail(", "pytest.fail",
          "check failed (", "solutions", "catalogue")
@@ -63,6 +63,16 @@ def graded(tmp_path_factory) -> Callable[[str], dict[str, dict]]:
                                                      folder=tmp_path_factory.mktemp(f"catalogue-{name}"))
         return grades[name]
     return of
+
+
+def test_the_grading_processes_never_outnumber_the_cores(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    assert _pool_size() == 1  # make test: two workers on two cores
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")
+    assert _pool_size() == 2  # one pytest process
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
+    assert _pool_size() == 1
 
 
 def _failures(result: dict, part: str | None = None) -> list[dict]:
