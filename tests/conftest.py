@@ -38,10 +38,10 @@ DURATIONS = Path(__file__).with_name("durations.json")
 # browser or a container.  Every other file is marked `slow` (a new file too, until it is named here); `make test`
 # runs both tiers.
 FAST_TIER = {"test_architecture.py", "test_benchmark.py", "test_check_suite.py", "test_fuzz.py",
-             "test_hidden_suites.py", "test_intake.py", "test_judge.py", "test_lms.py", "test_object_arguments.py",
-             "test_op_recorder.py", "test_packaging.py", "test_protocol.py", "test_release_validation.py",
-             "test_requests.py", "test_resemblance.py", "test_reuse.py", "test_rubric.py", "test_similarity.py",
-             "test_source_cells.py", "test_stored_references.py"}
+             "test_hidden_suites.py", "test_intake.py", "test_judge.py", "test_lms.py", "test_norms_and_gates.py",
+             "test_object_arguments.py", "test_op_recorder.py", "test_packaging.py", "test_protocol.py",
+             "test_release_validation.py", "test_requests.py", "test_resemblance.py", "test_reuse.py",
+             "test_rubric.py", "test_similarity.py", "test_source_cells.py", "test_stored_references.py"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,8 +52,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: outside the fast tier (conftest.FAST_TIER); make test-fast skips it")
     # xdist 3.8 hands --dist loadfile's files out by their number of tests, most first, unless told to keep the
-    # collection order (--no-loadscope-reorder): it would start test_catalogue.py's 239 quick checks first and
-    # test_gpt_decoder.py's five long ones last, leaving the other worker idle at the end
+    # collection order (--no-loadscope-reorder): it would start test_assignments.py's hundreds of quick checks
+    # first and test_cli.py's few long ones late, leaving the other worker idle at the end
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
 

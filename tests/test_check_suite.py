@@ -1,12 +1,14 @@
-"""check-suite's own rules, without grading the catalogue (test_catalogue.py grades it)."""
+"""check-suite's own rules, without grading a catalogue (tests/test_assignment_catalogues.py grades each once)."""
 from __future__ import annotations
 
 import argparse
+import ast
+from pathlib import Path
 
 import pytest
 
 from autograder.authoring import check_suite
-from autograder.authoring.assignment import Assignment
+from autograder.authoring.assignment import Assignment, assignment_names
 from autograder.authoring.catalogue import Catalogue, CatalogueError, Entry, load
 from autograder.commands.main import build_parser
 from conftest import run_cli
@@ -53,7 +55,7 @@ def test_the_demo_says_what_each_sample_student_handed_in(tmp_path):
 
     grades = tmp_path / "grades.csv"
     grades.write_text("student_id,score,max_score\nbob,57.8,100\nalice,100,100\ncarol,0,100\n")
-    for assignment in ("transformer_block", "gpt_decoder", "norms_and_gates"):
+    for assignment in assignment_names():
         demo = load(assignment).entry(load(assignment).demo)
         table = grade_table(grades, demo_class_work(assignment)).splitlines()
         assert table[0].endswith("handed in") and table[1].startswith("alice") and "correct" in table[1]
@@ -88,3 +90,23 @@ def test_verdicts_and_margins_read_each_tests_part_and_hints_as_fields():
         "hint_shown"]
     rows = check_suite.margins("transformer_block", {entry.name: result()})
     assert {r["test"] for r in rows} == {"attention: test_values", "layer_norm: test_values"}
+
+
+def _grades_a_catalogue(call: ast.Call) -> bool:
+    """check-suite called from Python, or through the command line on an assignment (or the default one)."""
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    if name in ("run_catalogue", "run_from_arguments") or (name in ("run", "main") and "check_suite" in ast.unparse(call.func)):
+        return True
+    words = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    named = {word for word in words[1:] if not word.startswith("-")}
+    return name == "run_cli" and words[:1] == ["check-suite"] and not named - set(assignment_names())
+
+
+def test_only_one_test_file_grades_a_whole_catalogue():
+    """Grading a catalogue takes minutes: tests/test_assignment_catalogues.py grades each once per test run and
+    holds every test that reads the grades (a file runs whole on one worker, so a second file would grade
+    again, on the other worker)."""
+    found = sorted(path.name for path in Path(__file__).parent.glob("*.py")
+                   if any(isinstance(node, ast.Call) and _grades_a_catalogue(node)
+                          for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))))
+    assert found == ["test_assignment_catalogues.py"], found

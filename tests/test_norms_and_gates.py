@@ -1,7 +1,8 @@
-"""The third assignment, norms_and_gates (RMSNorm and SwiGLU), written only through the authoring path: its
-generated files are fresh, its notebook's visible checks pass on the reference and fail on the release, its
-suites keep the kit's limits, its catalogue is caught at 100 %, the command line and nbgrader grade it alike,
-and its notebook has the kit's shape for students (goals, hints, written answers graded by hand)."""
+"""The third assignment, norms_and_gates (RMSNorm and SwiGLU), beyond what every assignment must do
+(tests/test_assignments.py, tests/test_assignment_catalogues.py): its two parts and a catalogue of four to six
+hinted mistakes each, its notebook's visible checks pass on the reference and fail on the release, its suites
+keep the kit's limits, constructors alone score 0, and its notebook has the kit's shape for students (goals,
+hints, written answers graded by hand)."""
 from __future__ import annotations
 
 import ast
@@ -10,18 +11,13 @@ import json
 import pytest
 import torch
 
-from autograder.authoring import check_suite, notebook_sync, release
 from autograder.authoring.assignment import BEGIN_MARKER, END_MARKER, Assignment, nbgrader_meta, source_text
 from autograder.authoring.catalogue import load
-from autograder.authoring.samples import write_demo_class
-from autograder.model.limits import Limits
-from autograder.host.remote import RemoteSubmission
 from autograder.judging import judge
 from autograder.judging.checks import comparison
 from autograder.grading.rubric import load_rubric, score
 from autograder.model.submission import ModuleSubmission
 import notebook_shape
-from conftest import grade_class_both_ways
 from test_hidden_suites import TESTS_PER_PART, CountingSubmission
 
 NAME = "norms_and_gates"
@@ -47,22 +43,15 @@ def _check_cells(path):
             if c["cell_type"] == "code" and nbgrader_meta(c).get("grade") and not nbgrader_meta(c).get("solution")}
 
 
-def test_its_generated_files_are_fresh():
-    assert notebook_sync.main(["check", "--assignment", NAME]) == 0
-    assert release.main(["check", "--assignment", NAME]) == 0
-
-
-def test_its_manifest_and_catalogue():
-    rubric = load_rubric(NAME)  # its parts agree with the notebook's check cells: the release check above
+def test_its_parts_and_catalogue():
+    rubric = load_rubric(NAME)
     assert [(p.name, p.points) for p in rubric.parts] == [("rms_norm", 50), ("swiglu", 50)]
-    assert rubric.max_score == 100
     catalogue = load(NAME)
     for part in ("rms_norm", "swiglu"):
         mistakes = [e for e in catalogue.entries() if e.part == part]
         assert 4 <= len(mistakes) <= 6 and all(e.hint for e in mistakes), (part, [e.name for e in mistakes])
     variants = [e for e in catalogue.entries() if e.part is None and e.name != "reference"]
     assert len(variants) >= 4, [e.name for e in variants]
-    assert len(catalogue.determinism) == 4 and catalogue.entry(catalogue.demo).part is not None
 
 
 def test_its_notebook_checks_pass_on_the_reference_and_fail_on_the_release(capsys):
@@ -164,35 +153,3 @@ def test_constructors_alone_score_zero():
     passed = {o.name for o in outcomes if o.passed}
     assert passed == {n for p in rubric.parts for n in p.structural}, passed
     assert [p.score for p in score(rubric, outcomes)] == [0.0, 0.0]
-
-
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> dict[str, dict]:
-    return check_suite.run_catalogue(NAME, workers=2, folder=tmp_path_factory.mktemp("norms-catalogue"))
-
-
-def test_check_suite_catches_every_mistake_and_passes_every_variant(graded):
-    text, ok = check_suite.summarise(NAME, graded, 0.0, 2)
-    assert ok, text
-    assert graded["reference"]["score"] == 100
-
-
-def test_the_command_line_and_nbgrader_grade_it_alike(tmp_path):
-    students = write_demo_class(NAME, tmp_path / "class")
-    done, nbgrader = grade_class_both_ways(tmp_path / "class", tmp_path / "out", tmp_path / "course", list(students),
-                                           assignment=NAME)
-    assert done.returncode == 0, done.stderr[-3000:]
-    cli = {s: json.loads((tmp_path / "out" / f"{s}.json").read_text())["score"] for s in students}
-    assert cli == {"alice": 100, "bob": 50, "carol": 0}, cli  # bob's demo mistake costs the rms_norm part
-    assert nbgrader == pytest.approx(cli, abs=1e-3)
-
-
-def test_its_sandbox_shows_none_of_its_hidden_files():
-    hidden = [str(path) for path in (ASSIGNMENT.solutions_module, ASSIGNMENT.manifest, ASSIGNMENT.source_notebook,
-                                     *ASSIGNMENT.folder.glob("test_*.py"))]
-    cell = f"import os\n\ndef visible():\n    return [p for p in {hidden!r} if os.path.exists(p)]\n"
-    submission = RemoteSubmission([cell], Limits(), load_rubric(NAME).forbidden_ops)
-    try:
-        assert submission.call("visible") == []
-    finally:
-        submission.close()

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from autograder.authoring.assignment import assignment_names
 from autograder.authoring.catalogue import load
 from autograder.judging import resemblance
 from autograder.judging.resemblance import Resemblance, fingerprints, resemblances
@@ -17,7 +18,7 @@ from autograder.grading.results_json import NotAResult, from_gradescope, gradesc
 from autograder.grading.result import GradeResult
 from torch_routes import BORDERLINE, COPIED, LEGITIMATE, submission
 
-ASSIGNMENTS = ("transformer_block", "gpt_decoder", "norms_and_gates")
+ASSIGNMENTS = assignment_names()
 WRITTEN = '''
 def attention(q, k, v, mask=None):
     """Softmax attention."""

@@ -1,0 +1,166 @@
+"""Grades that mean what they say, for every assignment (`assignment_names()`): its catalogue of known mistakes
+and correct-but-different submissions graded through the REAL grader (`autograder.grading.grade.grade_file`:
+sandboxed child, hidden suites, rubric), then checked entry by entry:
+
+* every mistake loses points in its own part, and in no part that does not build on that part (a mistake
+  declared EveryPart, a submission broken as a whole, may cost every part, and scores 0 in total: structure
+  alone earns nothing);
+* where the entry declares a hint, the failure output of its own part contains it;
+* every correct variant gets full marks, inside half of every tolerance;
+* what students see names what was compared, never hidden source or tracebacks;
+* check-suite's summary passes.
+
+Each catalogue is graded once per test run, here and nowhere else (tests/test_check_suite.py checks that no
+other test file grades one): this file runs whole on one worker.  What one assignment's grades must show
+besides (transformer_block's mistakes carried forward) is at the end; its catalogue's other rules are in
+tests/test_catalogue.py.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import pytest
+
+from autograder.authoring import check_suite
+from autograder.authoring.assignment import assignment_names
+from autograder.authoring.catalogue import EveryPart, load
+
+NAMES = assignment_names()
+CATALOGUES = {name: load(name) for name in NAMES}
+by_name = pytest.mark.parametrize("name", NAMES)
+
+
+def _entries(which: Callable) -> list:
+    return [pytest.param(name, e.name, id=f"{name}-{e.name}") for name in NAMES for e in CATALOGUES[name].entries()
+            if which(e)]
+
+
+MISTAKES = _entries(lambda e: e.part is not None)
+WITH_HINTS = _entries(lambda e: e.part is not None and e.hint is not None)
+BROKEN_AS_A_WHOLE = _entries(lambda e: isinstance(e.part, EveryPart))
+VARIANTS = _entries(lambda e: e.part is None)  # the reference too
+
+LEAKS = ("Traceback", "During handling", "def test_", "checks.py", ".py:", "C.fail(", "pytest.fail",
+         "check failed (", "solutions", "catalogue")
+
+
+def _pool_size() -> int:
+    """Grading processes: the cores this run has, shared with the other pytest-xdist workers (`make test` runs
+    two, each busy with a file of its own), so that the run never grades on more processes than cores."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, min(check_suite.DEFAULT_WORKERS, len(os.sched_getaffinity(0)) // workers))
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory) -> Callable[[str], dict[str, dict]]:
+    """An assignment's catalogue graded, each entry once per test run, when a test first asks for it."""
+    grades: dict[str, dict[str, dict]] = {}
+
+    def of(name: str) -> dict[str, dict]:
+        if name not in grades:
+            grades[name] = check_suite.run_catalogue(name, workers=_pool_size(),
+                                                     folder=tmp_path_factory.mktemp(f"catalogue-{name}"))
+        return grades[name]
+    return of
+
+
+def test_the_grading_processes_never_outnumber_the_cores(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    assert _pool_size() == 1  # make test: two workers on two cores
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")
+    assert _pool_size() == 2  # one pytest process
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
+    assert _pool_size() == 1
+
+
+def _failures(result: dict, part: str | None = None) -> list[dict]:
+    return [t for t in result["tests"] if not t["passed"] and (part is None or t["part"] == part)]
+
+
+def _describe(result: dict) -> str:
+    lines = [f"score {result['score']}: {result['parts']}"] + [f"cell error: {e}" for e in result["cell_errors"]]
+    lines += [f"{t['name']}: {t['output']}" for t in _failures(result)[:8]]
+    return "\n".join(lines)
+
+
+@by_name
+def test_reference_gets_full_marks(graded, name):
+    result = graded(name)["reference"]
+    assert result["score"] == 100 and not _failures(result), _describe(result)
+
+
+@pytest.mark.parametrize("name, entry", MISTAKES)
+def test_mistake_loses_points_in_its_own_part_only(graded, name, entry):
+    mistake, result = CATALOGUES[name].entry(entry), graded(name)[entry]
+    may_cost = CATALOGUES[name].may_cost(mistake.part)
+    lost = check_suite.lost_parts(result)
+    assert mistake.part in lost, f"{entry} escaped: {_describe(result)}"
+    assert lost <= may_cost, f"{entry} cost unrelated parts {sorted(lost - may_cost)}"
+    assert all(t["output"].strip() for t in _failures(result)), "every failure says what went wrong"
+
+
+@pytest.mark.parametrize("name, entry", BROKEN_AS_A_WHOLE)
+def test_broken_submission_scores_zero(graded, name, entry):
+    result = graded(name)[entry]
+    assert result["score"] == 0, _describe(result)
+
+
+@pytest.mark.parametrize("name, entry", WITH_HINTS)
+def test_mistake_shows_its_hint(graded, name, entry):
+    mistake, result = CATALOGUES[name].entry(entry), graded(name)[entry]
+    outputs = [t["output"] for t in _failures(result, mistake.part)]
+    assert any(mistake.hint in text for text in outputs), f"{mistake.hint!r} not shown:\n{_describe(result)}"
+
+
+@pytest.mark.parametrize("name, entry", VARIANTS)
+def test_variant_gets_full_marks_with_margin(graded, name, entry):
+    result = graded(name)[entry]
+    assert result["score"] == 100 and not _failures(result), _describe(result)
+    worst = max(((f"{part}: {test}", ratio) for part, mine in result["ratios"].items() for test, ratio in mine.items()),
+                key=lambda item: item[1])
+    assert worst[1] < 0.5, worst
+
+
+@by_name
+def test_failure_outputs_are_student_facing(graded, name):
+    for entry, result in graded(name).items():
+        for test in _failures(result):
+            for leak in LEAKS:
+                assert leak not in test["output"], (entry, test["name"], leak, test["output"])
+
+
+@by_name
+def test_check_suite_catches_every_mistake_and_passes_every_variant(graded, name):
+    grades = graded(name)
+    text, ok = check_suite.summarise(name, grades, 0.0, 2)
+    assert ok, text
+    mistakes = sum(e.part is not None for e in CATALOGUES[name].entries())
+    assert f"{mistakes} / {mistakes} mistakes caught" in text
+    rows = check_suite.margins(name, grades)
+    assert rows and all(r["worst_legit"] < 0.5 for r in rows), check_suite.format_margins(rows)
+
+
+# --- transformer_block's own: a bug in one part, and the parts built on it that are right on the student's own
+# code -----------------------------------------------------------------------------------------------------------
+
+CARRIED = {"ln-unbiased-variance": ["transformer_block", "norm_placement"], "att-transposed-causal-mask": [
+           "multi_head_attention", "transformer_block", "mask_dependence", "order_blindness"],
+           "att-sdpa-drops-mask": ["multi_head_attention", "transformer_block", "mask_dependence", "order_blindness"],
+           "mha-heads-view-without-transpose": ["transformer_block", "norm_placement", "order_blindness"],
+           "mha-forward-computes-nothing": ["transformer_block", "order_blindness"],
+           "att-strictly-lower-mask": ["multi_head_attention", "transformer_block", "mask_dependence"]}
+
+
+@pytest.mark.parametrize("entry", sorted(CARRIED))
+def test_one_mistake_costs_the_parts_built_on_it_one_check_at_most(graded, entry):
+    result = graded("transformer_block")[entry]
+    for part in CARRIED[entry]:
+        earned, points = result["parts"][part]
+        assert 0 < points - earned <= 0.2 * points, f"{part}: {_describe(result)}"
+        failed = _failures(result, part)  # the own-parts check passed: every failure is carried forward
+        assert failed and all(t["output"].startswith("Carried forward from ") for t in failed), _describe(result)
+    # and names the part to fix first
+    part = CATALOGUES["transformer_block"].entry(entry).part
+    assert f"({part})" in _failures(result, CARRIED[entry][0])[0]["output"]
