@@ -84,6 +84,7 @@ chmod -R go+rX "$KIT/autograder" "$VENV"
 # grader reads them instead of computing them again in every submission's fresh container.  Root's alone (0600,
 # as the grader writes its own there): they are what the hidden suites compare against, and a sandbox may read
 # the virtual environment
+mkdir -p "$VENV/autograder-cache"
 for stored in "$KIT"/autograder-cache/references-*.pt; do
     if [ -e "$stored" ]; then install -m 600 "$stored" "$VENV/autograder-cache/"; fi
 done
