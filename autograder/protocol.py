@@ -6,7 +6,8 @@ and nothing is evaluated, so the trusted side only ever decodes numbers it can c
 JSON from the other side within limits, and `clean_text` makes any text from it safe to print.
 
 This module is imported by the child too, so it depends on the standard library and numpy only (torch is
-imported lazily where tensors are built).
+imported lazily where tensors are built).  numpy is imported where tensor bytes are read, not with this module:
+a cold grader imports this module before it starts its zygote, and torch brings numpy later anyway.
 """
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ import socket
 import struct
 import time
 import unicodedata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 PREFIX = struct.Struct(">II")
 MAX_HEADER_BYTES = 1 << 20
@@ -34,9 +36,9 @@ MAX_ITEMS = 4096
 MAX_HEADER_DEPTH = 1 + 2 * (MAX_NESTING + 1)
 MAX_HEADER_INT_DIGITS = 20
 
-# the only dtypes that cross the boundary, both directions
-DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "int64": np.int64,
-          "int32": np.int32, "uint8": np.uint8, "bool": np.bool_}
+# the only dtypes that cross the boundary, both directions: each name as the wire, torch and numpy spell it
+DTYPES = {"float32": "float32", "float64": "float64", "float16": "float16", "int64": "int64", "int32": "int32",
+          "uint8": "uint8", "bool": "bool"}
 
 
 # the notice every result graded without isolation carries, as the host records it (kind "unisolated",
@@ -326,6 +328,8 @@ class Decoder:
             raise ProtocolError(f"malformed {kind}") from None
 
     def _tensor_parts(self, node: dict) -> tuple[np.ndarray, str]:
+        import numpy as np
+
         dtype, shape, nbytes = node.get("dtype"), node.get("shape"), node.get("nbytes")
         if type(dtype) is not str or dtype not in DTYPES:
             raise ProtocolError(f"tensor dtype {clean_text(dtype, 40)!r} is not allowed")

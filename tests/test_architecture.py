@@ -159,6 +159,22 @@ def test_the_coordinator_of_a_batch_never_imports_torch():
     assert done.stdout.strip() == "[]"
 
 
+def test_a_verb_imports_only_its_own_module_before_it_runs():
+    # a cold `grade` asks for its zygote as soon as its arguments are read: the other verbs' modules (the authoring
+    # tools, the service, the exporters) are not imported first, nor torch and the judge, nor numpy (which torch
+    # brings later anyway; the wire format reads tensors with it but imports it only then)
+    script = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r})\n"
+              "from autograder.commands.main import build_parser\n"
+              "build_parser('grade').parse_args(['grade', 'alice.ipynb', '-o', 'out.json'])\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'pytest', 'numpy') or m.startswith(("
+              "'autograder.authoring.check_suite', 'autograder.authoring.similarity', 'autograder.platforms.', "
+              "'autograder.commands.serve', 'autograder.commands.lms', 'autograder.grading.grade', "
+              "'autograder.judging.judge'))))")
+    done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 def test_the_measured_test_durations_name_only_test_files_that_exist():
     # read here, not through conftest: another test's pytester run can leave its own conftest in sys.modules
     measured = json.loads((REPO_ROOT / "tests" / "durations.json").read_text())

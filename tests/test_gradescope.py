@@ -4,6 +4,7 @@ notebook; submissions that cannot be graded; a grader that cannot start, crashes
 setup.sh run for real into a fresh virtual environment that then grades."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 
 from autograder import PACKAGE_DIR
 from autograder.authoring.samples import student_notebook, write_notebook
@@ -116,7 +118,9 @@ def test_the_zip_holds_the_scripts_the_engine_and_the_assignments_hidden_suites_
         setup, run = opened.read("setup.sh").decode(), opened.read("run_autograder").decode()
     names = set(modes)
     assert {n.split("/")[0] for n in names} == {"setup.sh", "run_autograder", "pyproject.toml", "requirements.lock",
-                                                "autograder", "assignments", "release"}
+                                                "autograder", "assignments", "release", "autograder-cache"}
+    # the suites' references, computed with the reference solution, and nothing else of a cache
+    assert [n for n in names if n.startswith("autograder-cache/")] == [f"autograder-cache/{shipped_references(kit_zip)}"]
     assert modes["setup.sh"] == modes["run_autograder"] == 0o755
     assert {m for n, m in modes.items() if n not in ("setup.sh", "run_autograder")} == {0o644}
     engine = {"autograder/" + p.relative_to(PACKAGE_DIR).as_posix() for p in PACKAGE_DIR.rglob("*")
@@ -179,11 +183,27 @@ def test_an_unknown_visibility_or_no_assignment_chosen_is_exit_2(tmp_path, capsy
 
 # --- run_autograder, grading ------------------------------------------------------------------------------
 
+def shipped_references(archive: Path) -> str:
+    """The name of the one references entry the zip ships, which must hold references."""
+    with zipfile.ZipFile(archive) as opened:
+        (name,) = [n for n in opened.namelist() if n.startswith("autograder-cache/references-")]
+        assert len(torch.load(io.BytesIO(opened.read(name)), weights_only=True)) > 10
+    return name.split("/", 1)[1]
+
+
 def test_a_correct_notebook_gets_full_marks_from_the_unpacked_zip(kit_zip, tmp_path):
     root = gradescope_root(kit_zip, tmp_path)
     write_notebook(student_notebook(ASSIGNMENT), root / "submission" / f"{ASSIGNMENT}.ipynb")
     write_notebook(student_notebook(ASSIGNMENT, solved=False), root / "submission" / "scratch.ipynb")
-    results, printed = run_autograder(root)
+    # the grader's cache folder as setup.sh leaves it: the zip's references, read by a container that starts
+    # afresh, which then computes none (it would store what it computed)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    shipped = cache / shipped_references(kit_zip)
+    shutil.copy2(root / "source" / "autograder-cache" / shipped.name, shipped)
+    written = shipped.stat().st_mtime_ns
+    results, printed = run_autograder(root, AUTOGRADER_CACHE=str(cache))
+    assert sorted(cache.glob("references-*")) == [shipped] and shipped.stat().st_mtime_ns == written
     check_specification(results)
     assert results["score"] == results["max_score"] == 100
     assert results["tests"] and all(t["status"] == "passed" for t in results["tests"])
@@ -361,6 +381,10 @@ def test_setup_installs_cpu_torch_and_the_kit_then_run_autograder_grades_with_it
         assert (root / "source" / "assignments" / ASSIGNMENT / "rubric.toml").stat().st_mode & 0o077 == 0
         assert (root / "source" / "autograder" / "commands" / "main.py").stat().st_mode & 0o004
         assert "setup.sh: sandbox: available" in done.stdout
+        # the zip's references installed for the grader alone, and found by this image
+        installed = venv / "autograder-cache" / shipped_references(kit_zip)
+        assert installed.stat().st_mode & 0o777 == 0o600
+        assert int(re.search(r"setup.sh: references of the suites stored: (\d+)", done.stdout)[1]) > 10
         # torch's implementations fingerprinted once, for every submission's container; to see that the grader
         # reads them, a made-up entry holding the student's own layer norm is added, which it must then report
         assert re.search(r"setup.sh: fingerprints of \d{2,} torch functions", done.stdout), done.stdout

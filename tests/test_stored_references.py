@@ -120,3 +120,26 @@ def test_a_reference_works_on_copies_of_its_arguments():
     seen = []
     caching.once(lambda t: seen.append(t.requires_grad) or 0.0)(grad_needed)
     assert seen == [True]  # a copy as the argument was: needing a gradient if it did
+
+
+def test_the_suites_references_are_found_wherever_the_checkout_is(tmp_path):
+    """Keyed by what the suites hold and the names they are imported under, not by where they are: what one
+    checkout stored (the Gradescope zip's, autograder/platforms/stored_references.py) is read in another (the
+    image's /autograder/source); an edited helper module is another suite."""
+    from autograder import REPO_ROOT
+    from autograder.grading.rubric import load_rubric
+    from autograder.judging.judge import stored_references
+
+    rubric = load_rubric("transformer_block")
+    names = [p.name for p in rubric.suite_files()]
+    entries = []
+    for where in ("one", "another"):
+        folder = tmp_path / where / "assignments" / "transformer_block"
+        folder.mkdir(parents=True)
+        (folder.parent / "__init__.py").write_bytes((REPO_ROOT / "assignments" / "__init__.py").read_bytes())
+        for source in rubric.folder.glob("*.py"):
+            (folder / source.name).write_bytes(source.read_bytes())
+        entries.append(stored_references([folder / n for n in names]).entry)
+    assert entries[0] == entries[1] == stored_references(rubric.suite_files()).entry
+    (folder / "states.py").write_text((folder / "states.py").read_text() + "\n# edited\n")
+    assert stored_references([folder / n for n in names]).entry != entries[0]

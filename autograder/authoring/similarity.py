@@ -19,6 +19,8 @@ from autograder.host.source_cells import read_cells
 from autograder.grading.rubric import RubricError, load_rubric
 from autograder.judging.similarity import REVIEW_SHARE, Report, report
 
+HELP = "rank the pairs of submissions whose students' own code is alike, side by side (an HTML page for review)"
+
 
 def release_code(assignment: str) -> list[str]:
     """Every code cell of the release notebook, as handed out: imports, stubs, check cells, plots."""

@@ -2,28 +2,28 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
 
 from autograder import platforms
-from autograder.authoring import check_suite, similarity
-from autograder.commands import UsageError, grade, grade_all, lms, serve
+from autograder.commands import UsageError
 from autograder.model.interrupts import raise_terminated
 
 USAGE_ERROR = 2  # a stopped run exits with JudgingInterrupted.exit_code: 130 (SIGINT), 143 (SIGTERM) or 1
 
 
-# each verb: its name, its help, what adds its arguments, what runs it (export's platforms are below)
-VERBS = (
-    ("grade", grade.HELP, grade.add_arguments, grade.run),
-    ("grade-all", grade_all.HELP, grade_all.add_arguments, grade_all.run),
-    ("serve", serve.HELP, serve.add_arguments, serve.run),
-    ("lms", lms.HELP, lms.add_arguments, lms.run),
-    ("check-suite", "grade the catalogue of known mistakes and correct variants: the hidden suite's mutation score",
-     check_suite.add_arguments, check_suite.run_from_arguments),
-    ("similarity", "rank the pairs of submissions whose students' own code is alike, side by side (an HTML page "
-                   "for review)", similarity.add_arguments, similarity.run_from_arguments),
-)
+# each verb: its name, and the module that provides its HELP, add_arguments(parser) and the function named that runs
+# it (export's platforms are below).  A module is imported only when its verb is chosen (or for the full help): a
+# cold `grade` starts its zygote sooner for not importing the authoring tools first.
+VERBS = {
+    "grade": ("autograder.commands.grade", "run"),
+    "grade-all": ("autograder.commands.grade_all", "run"),
+    "serve": ("autograder.commands.serve", "run"),
+    "lms": ("autograder.commands.lms", "run"),
+    "check-suite": ("autograder.authoring.check_suite.command", "run_from_arguments"),
+    "similarity": ("autograder.authoring.similarity", "run_from_arguments"),
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,14 +32,22 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(USAGE_ERROR)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The command line; given the verb `chosen`, only that verb's module is imported (the others are listed by
+    name alone, which is all an error about them shows)."""
     parser = _Parser(prog="python -m autograder", description=__doc__)
     verbs = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name, help_text, add_arguments, run in VERBS:
-        verb = verbs.add_parser(name, help=help_text)
-        add_arguments(verb)
-        verb.set_defaults(run=run)
+    for name, (module_name, run) in VERBS.items():
+        if chosen not in (None, name):
+            verbs.add_parser(name)
+            continue
+        module = importlib.import_module(module_name)
+        verb = verbs.add_parser(name, help=module.HELP)
+        module.add_arguments(verb)
+        verb.set_defaults(run=getattr(module, run))
     export = verbs.add_parser("export", help="package the grader for a grading platform")
+    if chosen not in (None, "export"):
+        return parser
     targets = export.add_subparsers(dest="platform", required=True, parser_class=_Parser)
     for name in platforms.EXPORTERS:
         module = platforms.exporter(name)
@@ -54,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, raise_terminated)
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
-        args = build_parser().parse_args(argv)
+        chosen = argv[0] if argv and argv[0] in (*VERBS, "export") else None
+        args = build_parser(chosen).parse_args(argv)
         args.argv = argv  # what the warm service is sent
         return args.run(args)
     except UsageError as exc:  # the one place a usage error becomes its lines and exit status 2

@@ -277,11 +277,23 @@ def _process_state_kept() -> Iterator[None]:
             os.close(cwd)
 
 
+def _module_name(path: Path, root: Path) -> str:
+    """The name pytest imports a suite file or helper module under (in its package; else relative to `root`)."""
+    try:
+        return resolve_pkg_root_and_module_name(path)[1]
+    except CouldNotResolvePathError:
+        return module_name_from_path(path, root)
+
+
 def _digest(files: Sequence[Path]) -> str:
-    """What the suite files and their helper modules hold: an edited helper is a different suite."""
+    """What the suite files and their helper modules hold, each by the name it is imported under (which is
+    what a stored reference's name holds), never by where the checkout is: the references stored for one
+    checkout are found in another of the same files (the Gradescope image's, shipped in its zip).  An edited
+    helper is a different suite."""
+    root = Path(files[0]).parent if files else Path()
     h = hashlib.sha256()
-    for path in sorted(suite_sources(files)):
-        h.update(os.fsencode(path) + b"\0")
+    for name, path in sorted((_module_name(p, root), p) for p in suite_sources(files)):
+        h.update(name.encode() + b"\0")
         try:
             h.update(hashlib.sha256(path.read_bytes()).digest())
         except OSError as exc:  # collecting will say what is wrong with it
@@ -294,11 +306,13 @@ def _forget_modules(files: Sequence[Path], root: Path) -> None:
     earlier session's import of it, from before an edit; another suite's of the same name), and so does a
     suite's import of a helper beside it: a new session imports its suites and their helpers afresh."""
     for path in sorted(suite_sources(files)):
-        try:
-            name = resolve_pkg_root_and_module_name(path)[1]  # its name in its package
-        except CouldNotResolvePathError:
-            name = module_name_from_path(path, root)  # a file outside any package
-        sys.modules.pop(name, None)
+        sys.modules.pop(_module_name(path, root), None)
+
+
+def stored_references(suite_files: Sequence[Path]) -> StoredReferences:
+    """The references these suites stored in the grader's cache folder, keyed by what they depend on beyond
+    their arguments (which `once` keys them by): the suites, the engine (and torch's version)."""
+    return StoredReferences(f"{_digest([Path(os.path.abspath(f)) for f in suite_files])} {engine_digest().hex()}")
 
 
 class SuiteSession:
@@ -312,8 +326,7 @@ class SuiteSession:
     def __init__(self, suite_files: Sequence[Path]) -> None:
         self.files = [Path(os.path.abspath(f)) for f in suite_files]
         self.digest = _digest(self.files)
-        # what the suites' references depend on beyond their arguments (which `once` keys them by)
-        self.references = StoredReferences(f"{self.digest} {engine_digest().hex()}")
+        self.references = stored_references(self.files)
         self.pid = os.getpid()
         self.busy = False
         self.closed = False

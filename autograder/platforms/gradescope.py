@@ -8,7 +8,9 @@ pinned stack, the kit; see gradescope_setup.sh), and run_autograder, which it ru
 (gradescope_run_autograder.sh: gradescope_supervisor.py runs the grader, gradescope_run.py, and keeps only the
 result that grader wrote).  Beside them, what grading reads and nothing else: the engine package,
 pyproject.toml and requirements.lock to install it, the assignment's rubric, hidden suites and the helper
-modules beside them, and its release notebook when the rubric skips unchanged release cells.
+modules beside them, its release notebook when the rubric skips unchanged release cells, and in
+autograder-cache/ the references its suites store, computed here with the reference solution
+(autograder/platforms/stored_references.py) so that a fresh container need not compute them for each submission.
 The catalogue of known mistakes, the solutions, the source notebooks, the other assignments and the kit's own
 tests stay out.  Gradescope unpacks the zip in /autograder/source, which students never see.
 
@@ -29,6 +31,7 @@ from autograder import PACKAGE_DIR, REPO_ROOT
 from autograder.authoring.assignment import chosen_assignment
 from autograder.grading.rubric import RELEASES, RubricError, Rubric, load_rubric
 from autograder.grading.results_json import VISIBILITIES
+from autograder.platforms import stored_references
 
 HELP = ("build the autograder zip to upload to Gradescope: setup.sh, run_autograder and the kit with one "
         "assignment's hidden suites")
@@ -38,6 +41,7 @@ SETUP_TEMPLATE = HERE / "gradescope_setup.sh"
 RUN_TEMPLATE = HERE / "gradescope_run_autograder.sh"
 EXECUTABLES = ("setup.sh", "run_autograder")
 INSTALL_FILES = ("pyproject.toml", "requirements.lock")
+CACHE_FOLDER = "autograder-cache"  # the suites' stored references; setup.sh installs them for the grader alone
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can hold: the same files always make the same zip
 
 
@@ -133,15 +137,21 @@ def export(args: argparse.Namespace) -> int:
         files = {p.relative_to(REPO_ROOT).as_posix(): p.read_bytes() for p in kit_files(rubric)}
         files.update({name: text.encode() for name, text in scripts(rubric, args.visibility,
                                                                      args.allow_unisolated).items()})
+        # the image's torch: the lock's version, from PyTorch's CPU-only index (gradescope_setup.sh)
+        image_torch = torch_version(REPO_ROOT / "requirements.lock") + "+cpu"
     except RubricError as exc:
         return _error(str(exc))
+    references, unshipped = stored_references.computed(rubric.assignment, image_torch)
+    files.update({f"{CACHE_FOLDER}/{name}": data for name, data in references.items()})
     try:
         write_zip(args.output, files)
     except OSError as exc:
         return _error(f"{args.output}: {exc.strerror or exc}")
     isolation = ("grades without the sandbox where Gradescope refuses one" if args.allow_unisolated
                  else "grades nothing where Gradescope refuses the sandbox")
+    warm = ("the suites' references computed, for every submission's container to start warm" if references
+            else f"no stored references ({unshipped}): every submission's container computes them")
     print(f"wrote {args.output}: {len(files)} files for {rubric.assignment} ({rubric.max_score:g} points, "
-          f"tests {args.visibility}; {isolation})\n"
+          f"tests {args.visibility}; {isolation}; {warm})\n"
           "  upload it in Gradescope's Configure Autograder page, as a zip file upload with the Ubuntu 22.04 base image")
     return 0

@@ -80,6 +80,20 @@ chmod -R go-rwx "$KIT"
 chmod go+x "$KIT"
 chmod -R go+rX "$KIT/autograder" "$VENV"
 
+# the suites' references, computed when the zip was built (autograder/platforms/stored_references.py), where the
+# grader reads them instead of computing them again in every submission's fresh container.  Root's alone (0600,
+# as the grader writes its own there): they are what the hidden suites compare against, and a sandbox may read
+# the virtual environment
+mkdir -p "$VENV/autograder-cache"
+for stored in "$KIT"/autograder-cache/references-*.pt; do
+    if [ -e "$stored" ]; then install -m 600 "$stored" "$VENV/autograder-cache/"; fi
+done
+AUTOGRADER_CACHE="$VENV/autograder-cache" "$PYTHON" -c 'import sys
+from autograder.judging.judge import stored_references
+from autograder.grading.rubric import load_rubric
+print("setup.sh: references of the suites stored:", len(stored_references(load_rubric(sys.argv[1]).suite_files()).values))' \
+    "@ASSIGNMENT@"
+
 # for the build log: whether this machine lets a child isolate itself (the machine that grades may differ)
 "$PYTHON" -c 'from autograder.host.sandbox import isolation_refused as r; print("setup.sh: sandbox:", r() or "available")' || true
 

@@ -42,6 +42,9 @@ def run(assignment: str, *, show_margins: bool = False, reruns: int = 0, workers
     return 0 if ok else 1
 
 
+HELP = "grade the catalogue of known mistakes and correct variants: the hidden suite's mutation score"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("assignment", nargs="?", help="assignment to check (default: every assignment)")
     parser.add_argument("--margins", action="store_true", help="print the tolerance margins per hidden test")
