@@ -66,3 +66,6 @@ c.FileNameCollectorPlugin.named_regexp = (
     r".*/(?P<student_id>[A-Za-z0-9.-]+)_(?:late_)?\d+_\d+_(?P<file_id>[\w.-]+\.ipynb)$")
 
 c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, ClearHiddenTests]
+# autograde writes the evidence of each failing check into its part's check cell; the HTML exporter draws it
+# (generate_feedback's pages): drawing is the slow part, and grading does not need it.
+c.HTMLExporter.preprocessors = ["autograder.nbgrader.pictures.DrawPictures"]

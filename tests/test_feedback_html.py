@@ -8,9 +8,12 @@ import dataclasses
 import io
 import json
 import math
+import os
 import re
 from html import unescape
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nbgrader.utils import determine_grade
 
+from autograder import REPO_ROOT
 from autograder.authoring.assignment import Assignment
 from autograder.authoring.catalogue import load as load_catalogue
 from autograder.judging import checks, evidence
@@ -31,6 +35,7 @@ from autograder.judging.evidence import Curves, Dependence, ErrorMap, Series
 from autograder.judging.judge import Outcome
 from autograder.grading.rubric import PartScore, load_rubric, score
 from autograder.grading.rubric import TestScore as Score  # not collected as a test class
+from autograder.nbgrader.pictures import EVIDENCE, NO_PICTURE, drawn_outputs
 from autograder.nbgrader.plugin import write_verdicts
 from autograder.model.load_report import Notice, NoticeKind
 from autograder.protocol import UNISOLATED
@@ -77,10 +82,19 @@ def pngs(page: str) -> list[bytes]:
 
 
 def notebook_outputs(result: GradeResult) -> list:
+    """The check cells as nbgrader's autograde writes them."""
     notebook = nbformat.read(str(Assignment(ASSIGNMENT).release_notebook), as_version=4)
     write_verdicts(notebook, result)
     return [cell for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("grade")
             and cell.cell_type == "code"]
+
+
+def feedback_outputs(result: GradeResult) -> list:
+    """The check cells as generate_feedback shows them: the evidence drawn (nbgrader.pictures.DrawPictures)."""
+    cells = notebook_outputs(result)
+    for cell in cells:
+        cell.outputs = drawn_outputs(cell.outputs)
+    return cells
 
 
 # --- evidence through results.json ------------------------------------------------------------------------
@@ -92,6 +106,7 @@ def test_evidence_round_trips_through_results_json_and_draws_the_same_page():
     assert sum(t.figure is not None for p in again.parts for t in p.tests) == 3
     assert html.student_page(again) == html.student_page(fresh)
     assert notebook_outputs(again) == notebook_outputs(fresh)
+    assert feedback_outputs(again) == feedback_outputs(fresh)
 
 
 def _figure_json(data: dict, part: str) -> dict:
@@ -248,8 +263,9 @@ def test_same_evidence_is_drawn_once_per_page_and_cell():
     part = next(p for p in result.parts if p.part.name == "gradient_experiment")
     part.tests.append(Score(part.part.name, "test_also", 0.0, 1.0, False, "off", CURVES))
     assert len(pngs(html.student_page(result))) == 1
-    cell = next(c for c in notebook_outputs(result) if c.metadata.nbgrader.grade_id == "gradient_experiment")
-    assert [o.output_type for o in cell.outputs].count("display_data") == 1
+    for cells in (notebook_outputs(result), feedback_outputs(result)):
+        cell = next(c for c in cells if c.metadata.nbgrader.grade_id == "gradient_experiment")
+        assert [o.output_type for o in cell.outputs].count("display_data") == 1
 
 
 ALL_RED = ErrorMap("layer_norm output", (2, 5, 6), "dim -2 (positions)", "last dim (features)", 1,
@@ -270,7 +286,9 @@ def test_one_bug_failing_several_checks_draws_one_picture_in_nbgraders_cell_too(
     other = dataclasses.replace(ALL_RED, ratio=((0.5,) * 6,) * 5)
     result, _ = _one_part_failing([Score("layer_norm", f"test_{i}", 0.0, 2.0, False, "off", figure)
                                    for i, figure in enumerate([*same, other])])
-    cell = next(c for c in notebook_outputs(result) if c.metadata.nbgrader.grade_id == "layer_norm")
+    written = next(c for c in notebook_outputs(result) if c.metadata.nbgrader.grade_id == "layer_norm")
+    assert [o.output_type for o in written.outputs].count("display_data") == 3  # autograde draws nothing
+    cell = next(c for c in feedback_outputs(result) if c.metadata.nbgrader.grade_id == "layer_norm")
     pictures = [o for o in cell.outputs if o.output_type == "display_data"]
     assert len(pictures) == 2 and pictures[0].data["text/plain"].startswith("test_0: ")
     assert pictures[1].data["text/plain"].startswith("test_2: ")
@@ -341,16 +359,53 @@ def test_the_class_index_counts_full_marks_to_the_kits_rounding():
 
 def test_nbgrader_cells_keep_their_grade_and_add_the_pictures():
     result = result_with(FIGURES)
-    for cell in notebook_outputs(result):
+    written = {cell.metadata.nbgrader.grade_id: cell for cell in notebook_outputs(result)}
+    for cell in feedback_outputs(result):
+        grade_id = cell.metadata.nbgrader.grade_id
+        evidence_written = [o for o in written[grade_id].outputs if o.output_type == "display_data"]
         pictures = [o for o in cell.outputs if o.output_type == "display_data"]
-        part = next(p for p in result.parts if p.part.name == cell.metadata.nbgrader.grade_id)
-        assert len(pictures) == (part.part.name in FIGURES)
-        for picture in pictures:
-            assert base64.b64decode(picture.data["image/png"]).startswith(PNG_SIGNATURE)
+        assert len(pictures) == len(evidence_written) == (grade_id in FIGURES)
+        for record, picture in zip(evidence_written, pictures):
+            assert set(record.data) == {EVIDENCE, "text/plain"}  # autograde writes the evidence, not the picture
+            assert evidence.from_json(json.loads(json.dumps(record.data[EVIDENCE]))) == FIGURES[grade_id]
+            assert base64.b64decode(picture.data["image/png"]) == draw(FIGURES[grade_id])
+            assert picture.data["text/plain"] == record.data["text/plain"]
             assert picture.data["text/plain"].startswith("test_check: ")
         points = float(cell.metadata.nbgrader.points)
-        assert determine_grade(cell)[0] == pytest.approx(points / 2)  # partial credit, pictures or not
-        assert cell.outputs[0].output_type == "execute_result"
+        for graded in (written[grade_id], cell):
+            assert determine_grade(graded)[0] == pytest.approx(points / 2)  # partial credit, pictures or not
+            assert graded.outputs[0].output_type == "execute_result"
+
+
+FORGED_RECORDS = {
+    "an unknown kind": {"kind": "script", "title": "x"},
+    "an oversized map": {**evidence.to_json(MISMATCH), "ratio": [[0.5] * 6] * (evidence.MAX_SIDE + 1)},
+    "not an object": "<img src=x onerror=alert(1)>",
+    "a ratio that is not a number": {**evidence.to_json(MISMATCH), "ratio": [["1e309"] * 6] * 5},
+}
+
+
+def test_evidence_that_is_not_the_kits_costs_only_its_picture_in_nbgraders_feedback():
+    """An autograded notebook edited by hand or by another tool: what is not evidence the kit writes is never
+    drawn (the caption stays, saying there is no picture), and the cell's other pictures are."""
+    cell = next(c for c in notebook_outputs(result_with(FIGURES)) if c.metadata.nbgrader.grade_id == "layer_norm")
+    good = next(o for o in cell.outputs if o.output_type == "display_data")
+    forged = [nbformat.v4.new_output("display_data", data={EVIDENCE: record, "text/plain": f"test_{name}: x"})
+              for name, record in FORGED_RECORDS.items()]
+    drawn = drawn_outputs([*cell.outputs[:-1], *forged, good])
+    assert drawn[:len(cell.outputs) - 1] == cell.outputs[:-1]  # the verdict, untouched
+    shown = drawn[len(cell.outputs) - 1:]
+    assert [o.data for o in shown[:-1]] == [{"text/plain": f"test_{name}: x {NO_PICTURE}"} for name in FORGED_RECORDS]
+    assert base64.b64decode(shown[-1].data["image/png"]) == draw(MISMATCH)
+
+
+def test_nbgraders_autograde_never_draws():
+    """Drawing is generate_feedback's (nbgrader_config.py): autograde, which grades the class one notebook after
+    another, loads no matplotlib."""
+    script = "import sys, autograder.nbgrader.plugin; print('matplotlib' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
 
 
 def test_a_grade_keeps_at_most_max_figures_the_first_in_the_suites_order():

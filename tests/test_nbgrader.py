@@ -23,6 +23,9 @@ from autograder.grading.rubric import load_rubric
 from autograder.authoring.samples import student_notebook, write_notebook
 from autograder.authoring.assignment import Assignment
 from autograder.host.source_cells import read_cells
+from autograder.judging import evidence
+from autograder.nbgrader.pictures import EVIDENCE
+from autograder.reports import figures
 from autograder.model.cells import CHECK_CELL_STANDIN, UNCHANGED_CELL_STANDIN
 from conftest import ASSIGNMENT, NOT_REGULAR_NESTED, UNBIASED_VARIANCE, write_not_regular_nested
 from conftest import leaked_hidden_source, run_cli
@@ -197,13 +200,17 @@ def test_feedback_shows_the_pictures_of_failing_checks_and_never_hidden_source(g
             assert not any(pictures.values()), student
             assert "data:image/png" not in feedback
             continue
-        # bob's unbiased variance: where the error sits, in the parts it costs, shown in the feedback
+        # bob's unbiased variance: where the error sits, in the parts it costs, shown in the feedback (autograde
+        # writes the evidence, generate_feedback draws it: nbgrader.pictures)
         assert pictures["layer_norm"] and not pictures["attention"] and not pictures["gradient_experiment"]
-        for picture in (p for shown in pictures.values() for p in shown):
-            png = picture["data"]["image/png"]
-            assert base64.b64decode(png).startswith(b"\x89PNG\r\n\x1a\n")
+        drawn = {grade_id: set() for grade_id in pictures}  # a cell shows each distinct picture once
+        for grade_id, picture in ((g, p) for g, shown in pictures.items() for p in shown):
+            assert "image/png" not in picture["data"]
+            png = base64.b64encode(figures.png(evidence.from_json(picture["data"][EVIDENCE]))).decode("ascii")
             assert f"data:image/png;base64,{png}" in feedback.replace("\n", "")
             assert "differs from the reference" in "".join(picture["data"]["text/plain"])  # a mismatch
+            drawn[grade_id].add(png)
+        assert feedback.count("data:image/png;base64,") == sum(map(len, drawn.values()))
 
 
 def test_test_cells_carry_nbgraders_partial_credit(graded_course):

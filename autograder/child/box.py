@@ -220,8 +220,8 @@ def restrict_landlock(box: Box) -> None:
 # --- the interpreter's own rules (after the kernel's, before the student's first line) ---------------------
 
 def start_recorder(box: Box) -> None:
-    """The first use of the recorder's modes and of autograd imports parts of torch lazily (torch._dynamo among
-    them): done now, before any timer runs, so that no request's timer interrupts an import half-way."""
+    """The recorder, and the first use of autograd, which imports parts of torch lazily: done now, before any
+    timer runs, so that no request's timer interrupts an import half-way."""
     import torch
     from autograder.child.op_recorder import OpRecorder
 

@@ -1,34 +1,31 @@
-"""Notices torch's own implementation of a graded operation, by whatever route it is reached.
+"""Notes which of torch's own implementations of a graded operation a request reached, by whatever route.
 
-Two levels report to the recorder while a request runs:
-- the torch-function level, watched here with a TorchFunctionMode: every public torch / functional / Tensor
-  entry point, including `getattr(F, "layer_norm")`, subclasses of nn.LayerNorm and nn.MultiheadAttention's
-  Python path, even after the student reloaded torch.nn.functional;
-- the aten dispatch level (every kernel actually dispatched, including `torch.ops.aten.*` and the fused
-  kernels nn.TransformerEncoderLayer's fast path uses): autograder.child.forbidden overrides those kernels in the
-  dispatcher and tells the recorder of each call (`forbidden.disable(names, recorder.saw)`).  A
-  TorchDispatchMode would see the same calls, at the price of a Python call for every aten operation of the
-  submission, which made each request about fifteen times slower.
+Nothing here refuses: the levels that refuse report each refused call to the recorder as it raises.
+- the aten dispatch level (every kernel actually dispatched, including `torch.ops.aten.*`, the Python
+  bindings `torch.X`, `torch._C._nn.X` and `Tensor.X` of an aten operator X, and the fused kernels that
+  nn.MultiheadAttention's and nn.TransformerEncoderLayer's fast paths use): autograder.child.forbidden
+  overrides those kernels in the dispatcher and tells `saw(name)`, with the operator's name;
+- torch.nn's Python functions and classes of a forbidden name (`F.layer_norm`, `getattr(F, "layer_norm")`,
+  subclasses of nn.LayerNorm, nn.MultiheadAttention's Python path): forbidden replaces them, and
+  autograder.child.provenance swaps their code, so every reference to them refuses and tells `saw` or
+  `refused`, as does every other route provenance refuses (torch's private namespaces, its code compiled
+  afresh or reloaded, native code).
+A torch-function mode used to watch every torch call of a request as well.  Every name it could see is a Python
+binding of an aten operator of that name or one of torch.nn's functions, all refused and reported above
+(tests/test_op_recorder.py checks both for every assignment's forbidden names), so it reported nothing the
+dispatcher does not, at the price of a Python call for each of the fifty-odd torch calls of a request (over a
+quarter of the request loop's CPU time); a TorchDispatchMode, one for each aten operation, would cost about
+fifteen times that.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from torch.overrides import TorchFunctionMode
-
-
-class _FunctionLevel(TorchFunctionMode):
-    def __init__(self, recorder: "OpRecorder") -> None:
-        super().__init__()
-        self.recorder = recorder
-
-    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        self.recorder.saw(getattr(func, "__name__", ""))
-        return func(*args, **(kwargs or {}))
-
 
 class OpRecorder:
-    """Context manager; `take()` returns and clears the forbidden names seen."""
+    """The forbidden names and refused routes seen; `take()` returns and clears them.  Used as a context
+    manager around each request, which marks the request and costs nothing: calls refused outside one (while
+    the cells ran) are recorded too, and the request loop takes them before its next request."""
 
     def __init__(self, forbidden: frozenset[str]) -> None:
         self.forbidden = forbidden  # names, or shell patterns (`*batch_norm*`)
@@ -37,7 +34,6 @@ class OpRecorder:
         self.matches = matcher(forbidden)
         self.verdicts: dict[str, bool] = {}  # name -> forbidden?, worked out once per name
         self.seen: set[str] = set()
-        self._mode: _FunctionLevel | None = None
 
     def saw(self, name: str) -> None:
         verdict = self.verdicts.get(name)
@@ -51,13 +47,10 @@ class OpRecorder:
         self.seen.add(route)
 
     def __enter__(self) -> "OpRecorder":
-        self._mode = _FunctionLevel(self)
-        self._mode.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._mode.__exit__(None, None, None)
-        self._mode = None
+        pass
 
     def take(self) -> set[str]:
         seen, self.seen = self.seen, set()

@@ -198,8 +198,8 @@ def _receive_cells(sock: socket.socket) -> list[str]:
 
 def prepare() -> None:
     """Runs once, in the zygote: torch and every module a child needs, imported before any child exists.  The
-    first use of autograd and of the recorder's modes imports parts of torch lazily (torch._dynamo among
-    them): done here too, so that no request's timer ever interrupts an import half-way."""
+    first use of autograd imports parts of torch lazily: done here too, so that no request's timer ever
+    interrupts an import half-way."""
     import torch
     from autograder import protocol  # noqa: F401 - imported for the children
     from autograder.child import box, forbidden, isolation, vjp  # noqa: F401

@@ -20,10 +20,10 @@ run when grading.
 the student's kernel, it grades the sanitised notebook with the same engine as `python -m autograder grade`,
 then writes each part's verdict into that part's autograded test cell in the form nbgrader's SaveAutoGrades
 reads: full marks as plain output, partial credit as a float execute_result (nbgrader's partial-credit rule),
-no credit as an error output carrying the feedback.  After them come the pictures of the part's failing
-checks (display_data, image/png), which nbgrader's grading ignores and its feedback shows.  A graded cell
-that matches no rubric part gets no credit either: nbgrader gives full points to a graded cell without
-output, so leaving it alone would hand out points nobody checked.  A test cell of the gradebook that the
+no credit as an error output carrying the feedback.  After them comes the evidence of the part's failing
+checks (display_data), which nbgrader's grading ignores and its feedback draws as pictures
+(autograder.nbgrader.pictures).  A graded cell that matches no rubric part gets no credit either: nbgrader
+gives full points to a graded cell without output, so leaving it alone would hand out points nobody checked.  A test cell of the gradebook that the
 submission lacks (deleted, or no longer marked as one) is added back after grading, to carry its verdict:
 the hidden suite graded the part anyway, so a deleted test cell neither loses nor gains points.
 
@@ -40,7 +40,6 @@ check verdicts moved, and why, go to <course root>/<assignment>-changes.csv and 
 """
 from __future__ import annotations
 
-import base64
 import copy
 import datetime
 import json
@@ -62,8 +61,8 @@ from autograder.grading.fingerprint import assignment_fingerprint, fingerprint_c
 from autograder.grading.grade import Unjudgeable, file_cells_sha256, grade_file
 from autograder.grading.batch import result_path, suite_names
 from autograder.nbgrader import regrades as nbgrader_regrades
+from autograder.nbgrader.pictures import evidence_outputs
 from autograder.grading.result import GradeResult, display_name
-from autograder.reports import figures
 from autograder.grading.results_json import from_gradescope, gradescope, message_text, summary
 from autograder.judging.judge import run_suite
 from autograder.grading.rubric import PartScore, Rubric, load_rubric, score
@@ -358,37 +357,22 @@ def _part_feedback(part: PartScore, result: GradeResult) -> str:
     return "\n".join(lines)
 
 
-def picture_outputs(part: PartScore) -> list[NotebookNode]:
-    """One image per distinct picture the part's failing checks carry (one bug failing several checks alike
-    draws the same picture, from equal or different evidence), captioned with the first such check's name."""
-    drawn: dict[Any, bytes] = {}
-    shown: dict[bytes, tuple[str, Any]] = {}
-    for test in part.tests:
-        if test.figure is not None:
-            if test.figure not in drawn:
-                drawn[test.figure] = figures.png(test.figure)
-            shown.setdefault(drawn[test.figure], (test.name, test.figure))
-    return [nbformat.v4.new_output("display_data", data={
-        "image/png": base64.b64encode(png).decode("ascii"),
-        "text/plain": f"{name}: {figures.caption(figure)}"}) for png, (name, figure) in shown.items()]
-
-
 def verdict_outputs(part: PartScore, result: GradeResult) -> list[NotebookNode]:
     """The outputs that make nbgrader's determine_grade give this part's cell the rubric's score for it (it
-    reads the first error or execute_result, and ignores the pictures after them): the points are the rubric's
-    (grading/rubric.score), written here and never computed again."""
+    reads the first error or execute_result, and ignores the evidence for pictures after them): the points are
+    the rubric's (grading/rubric.score), written here and never computed again."""
     text = _part_feedback(part, result)
     earned, points = round(part.score, 4), part.part.points
     if earned <= 0:
         return [nbformat.v4.new_output("error", ename="NotGraded" if result.unreadable else "TestsFailed",
                                        evalue=f"0 / {points:g} points", traceback=text.split("\n")),
-                *picture_outputs(part)]
+                *evidence_outputs(part)]
     stream = nbformat.v4.new_output("stream", name="stdout", text=text + "\n")
     if earned >= points:
-        return [stream, *picture_outputs(part)]
+        return [stream, *evidence_outputs(part)]
     result_output = nbformat.v4.new_output("execute_result", data={"text/plain": repr(earned)},
                                            execution_count=1)
-    return [result_output, stream, *picture_outputs(part)]
+    return [result_output, stream, *evidence_outputs(part)]
 
 
 def not_graded_outputs(cell_points: float, why: str) -> list[NotebookNode]:

@@ -23,6 +23,7 @@ from matplotlib.figure import Figure as Canvas
 from matplotlib.patches import Patch
 
 from autograder.judging.evidence import Curves, Dependence, ErrorMap, Figure, NON_FINITE
+from autograder.reports.captions import caption  # noqa: F401 (figures.caption: the words beside each picture)
 
 DPI = 100
 COLOURS = 64  # a palette this small looks the same for flat charts and makes a third of the bytes
@@ -41,26 +42,6 @@ def png(figure: Figure) -> bytes:
     if isinstance(figure, ErrorMap):
         return _render(_draw_error_map, figure)
     return _render(_draw_curves, figure)
-
-
-def caption(figure: Figure) -> str:
-    """What the picture shows, in words: its alt text and the text nbgrader keeps beside it."""
-    if isinstance(figure, Dependence):
-        how = ("the gradient of each output position" if figure.method == "gradient" else
-               "changing every input at positions j and later (column j), in both directions")
-        text = (f"Which output position t (rows) depends on which input position j (columns) of "
-                f"{', '.join(figure.inputs)}, measured by {how}. A causal computation may depend on j <= t only "
-                f"(left of the black staircase, as in the first panel); red cells depend on the future.")
-        if any(figure.required):
-            text += " Orange cells must depend on their input but do not."
-        return text
-    if isinstance(figure, ErrorMap):
-        batch = " worst over the batch (dim 0)," if len(figure.shape) >= 3 else ""
-        return (f"Where your output (shape {list(figure.shape)}) differs from the reference: each cell is the error "
-                f"divided by the allowed error,{batch} each block of a large map its worst cell. Green is within "
-                f"the tolerance, red outside it, black is NaN or inf where the reference is finite.")
-    return "Your values (points) against the reference (lines)" + (
-        "; the log scale shows values above zero only." if figure.log_y else ".")
 
 
 def score_histogram(scores: Sequence[float], max_score: float) -> bytes:
