@@ -105,6 +105,18 @@ def grade(submission: Path, out_dir: Path, *flags: str) -> tuple[dict, float, su
     return json.loads(out.read_text()), seconds, done
 
 
+def failed_tests(result: dict, part: str | None = None) -> list[dict]:
+    """The failed tests of a check-suite grading (authoring.check_suite), of one part or all."""
+    return [t for t in result["tests"] if not t["passed"] and (part is None or t["part"] == part)]
+
+
+def describe_result(result: dict) -> str:
+    """A check-suite grading in a few lines, for an assertion's message."""
+    lines = [f"score {result['score']}: {result['parts']}"] + [f"cell error: {e}" for e in result["cell_errors"]]
+    lines += [f"{t['name']}: {t['output']}" for t in failed_tests(result)[:8]]
+    return "\n".join(lines)
+
+
 def part_scores(results: dict) -> dict[str, float]:
     return {name: p["score"] for name, p in results["extra_data"]["parts"].items()}
 

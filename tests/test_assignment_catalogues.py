@@ -25,6 +25,7 @@ import pytest
 from autograder.authoring import check_suite
 from autograder.authoring.assignment import assignment_names
 from autograder.authoring.catalogue import EveryPart, load
+from conftest import describe_result, failed_tests
 
 NAMES = assignment_names()
 CATALOGUES = {name: load(name) for name in NAMES}
@@ -75,20 +76,10 @@ def test_the_grading_processes_never_outnumber_the_cores(monkeypatch):
     assert _pool_size() == 1
 
 
-def _failures(result: dict, part: str | None = None) -> list[dict]:
-    return [t for t in result["tests"] if not t["passed"] and (part is None or t["part"] == part)]
-
-
-def _describe(result: dict) -> str:
-    lines = [f"score {result['score']}: {result['parts']}"] + [f"cell error: {e}" for e in result["cell_errors"]]
-    lines += [f"{t['name']}: {t['output']}" for t in _failures(result)[:8]]
-    return "\n".join(lines)
-
-
 @by_name
 def test_reference_gets_full_marks(graded, name):
     result = graded(name)["reference"]
-    assert result["score"] == 100 and not _failures(result), _describe(result)
+    assert result["score"] == 100 and not failed_tests(result), describe_result(result)
 
 
 @pytest.mark.parametrize("name, entry", MISTAKES)
@@ -96,28 +87,28 @@ def test_mistake_loses_points_in_its_own_part_only(graded, name, entry):
     mistake, result = CATALOGUES[name].entry(entry), graded(name)[entry]
     may_cost = CATALOGUES[name].may_cost(mistake.part)
     lost = check_suite.lost_parts(result)
-    assert mistake.part in lost, f"{entry} escaped: {_describe(result)}"
+    assert mistake.part in lost, f"{entry} escaped: {describe_result(result)}"
     assert lost <= may_cost, f"{entry} cost unrelated parts {sorted(lost - may_cost)}"
-    assert all(t["output"].strip() for t in _failures(result)), "every failure says what went wrong"
+    assert all(t["output"].strip() for t in failed_tests(result)), "every failure says what went wrong"
 
 
 @pytest.mark.parametrize("name, entry", BROKEN_AS_A_WHOLE)
 def test_broken_submission_scores_zero(graded, name, entry):
     result = graded(name)[entry]
-    assert result["score"] == 0, _describe(result)
+    assert result["score"] == 0, describe_result(result)
 
 
 @pytest.mark.parametrize("name, entry", WITH_HINTS)
 def test_mistake_shows_its_hint(graded, name, entry):
     mistake, result = CATALOGUES[name].entry(entry), graded(name)[entry]
-    outputs = [t["output"] for t in _failures(result, mistake.part)]
-    assert any(mistake.hint in text for text in outputs), f"{mistake.hint!r} not shown:\n{_describe(result)}"
+    outputs = [t["output"] for t in failed_tests(result, mistake.part)]
+    assert any(mistake.hint in text for text in outputs), f"{mistake.hint!r} not shown:\n{describe_result(result)}"
 
 
 @pytest.mark.parametrize("name, entry", VARIANTS)
 def test_variant_gets_full_marks_with_margin(graded, name, entry):
     result = graded(name)[entry]
-    assert result["score"] == 100 and not _failures(result), _describe(result)
+    assert result["score"] == 100 and not failed_tests(result), describe_result(result)
     worst = max(((f"{part}: {test}", ratio) for part, mine in result["ratios"].items() for test, ratio in mine.items()),
                 key=lambda item: item[1])
     assert worst[1] < 0.5, worst
@@ -126,7 +117,7 @@ def test_variant_gets_full_marks_with_margin(graded, name, entry):
 @by_name
 def test_failure_outputs_are_student_facing(graded, name):
     for entry, result in graded(name).items():
-        for test in _failures(result):
+        for test in failed_tests(result):
             for leak in LEAKS:
                 assert leak not in test["output"], (entry, test["name"], leak, test["output"])
 
@@ -158,9 +149,9 @@ def test_one_mistake_costs_the_parts_built_on_it_one_check_at_most(graded, entry
     result = graded("transformer_block")[entry]
     for part in CARRIED[entry]:
         earned, points = result["parts"][part]
-        assert 0 < points - earned <= 0.2 * points, f"{part}: {_describe(result)}"
-        failed = _failures(result, part)  # the own-parts check passed: every failure is carried forward
-        assert failed and all(t["output"].startswith("Carried forward from ") for t in failed), _describe(result)
+        assert 0 < points - earned <= 0.2 * points, f"{part}: {describe_result(result)}"
+        failed = failed_tests(result, part)  # the own-parts check passed: every failure is carried forward
+        assert failed and all(t["output"].startswith("Carried forward from ") for t in failed), describe_result(result)
     # and names the part to fix first
     part = CATALOGUES["transformer_block"].entry(entry).part
-    assert f"({part})" in _failures(result, CARRIED[entry][0])[0]["output"]
+    assert f"({part})" in failed_tests(result, CARRIED[entry][0])[0]["output"]

@@ -9,6 +9,7 @@ import pytest
 
 from autograder.authoring.catalogue import CatalogueError, Entry, EveryPart, M, load
 from autograder.authoring import check_suite
+from conftest import describe_result, failed_tests
 
 ASSIGNMENT = "transformer_block"
 catalogue = load(ASSIGNMENT)
@@ -26,15 +27,6 @@ REQUIRED = ["ln-unbiased-variance", "ln-eps-outside-sqrt", "ln-missing-keepdim",
 REQUIRED_VARIANTS = ["nb-mingpt-bias-buffer", "llms-from-scratch-mask-buffer", "non-persistent-mask-buffer"]
 # submissions broken as a whole, which must score 0 in total
 SCORE_ZERO = ["constructors-only", "everything-raises"]
-
-def _failures(result: dict, part: str | None = None) -> list[dict]:
-    return [t for t in result["tests"] if not t["passed"] and (part is None or t["part"] == part)]
-
-
-def _describe(result: dict) -> str:
-    lines = [f"score {result['score']}: {result['parts']}"] + [f"cell error: {e}" for e in result["cell_errors"]]
-    lines += [f"{t['name']}: {t['output']}" for t in _failures(result)[:8]]
-    return "\n".join(lines)
 
 
 # --- the catalogue itself ----------------------------------------------------------------------------------
@@ -74,8 +66,8 @@ def test_a_picture_that_fails_costs_only_the_picture(hazard, tmp_path):
     body = f"    if n_layers == 2:\n        {PICTURE_HAZARDS[hazard]}\n    if n_layers == 40:\n        return 0.5\n"
     path = catalogue.write(Entry(hazard, "", "gradient_experiment", (M(_SEED, body + _SEED),)), tmp_path)
     drawn, undrawn = (check_suite.grade_entry(ASSIGNMENT, str(path), pictures) for pictures in (True, False))
-    assert drawn["parts"] == undrawn["parts"], (_describe(drawn), _describe(undrawn))
-    assert drawn["parts"]["gradient_experiment"][0] > 0, _describe(drawn)  # the other settings' checks passed
+    assert drawn["parts"] == undrawn["parts"], (describe_result(drawn), describe_result(undrawn))
+    assert drawn["parts"]["gradient_experiment"][0] > 0, describe_result(drawn)  # the other settings' checks passed
     verdicts = [t["output"].split("\n(No picture")[0] for t in drawn["tests"]]
-    assert not any("not run" in verdict for verdict in verdicts), _describe(drawn)
-    assert any("No picture for this check" in t["output"] for t in _failures(drawn)), _describe(drawn)
+    assert not any("not run" in verdict for verdict in verdicts), describe_result(drawn)
+    assert any("No picture for this check" in t["output"] for t in failed_tests(drawn)), describe_result(drawn)
