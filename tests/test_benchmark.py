@@ -49,22 +49,22 @@ def test_table_gives_seconds_per_submission_and_speed_against_the_first_way():
             Way("kit grade-all --jobs 2", seconds=5.0, peak=2048 * MB, halves=(2000 * MB, 2048 * MB),
                 sampler_cpu=0.1, steady=(2.5, 0.5)),
             Way("kit with Dask", skipped="no --scheduler option")]
-    assert format_table(ways, 4).split("\n") == [
-        "way                     s/submission  x faster  peak memory (Pss)",
-        "nbgrader default               10.00     x1.00             300 MB",
-        "kit grade FILE                  2.50     x4.00             150 MB",
-        "kit grade-all --jobs 2          1.25     x8.00           2,048 MB",
+    assert format_table(ways, 4, [0.5, 0.7, 0.6], cores=2).split("\n") == [
+        "way                     s/submission  x faster  x floor  peak memory (Pss)",
+        "nbgrader default               10.00     x1.00   x33.33             300 MB",
+        "kit grade FILE                  2.50     x4.00    x8.33             150 MB",
+        "kit grade-all --jobs 2          1.25     x8.00    x4.17           2,048 MB",
         "kit with Dask           skipped: no --scheduler option"]
-    notes = format_notes(ways, [0.5, 0.7, 0.6], 4).split("\n")
+    notes = format_notes(ways, [0.5, 0.7, 0.6], 4, cores=2).split("\n")
     assert notes == [
         "kit grade-all --jobs 2: peak 2,000 MB while grading the first half of the class, 2,048 MB for the "
         "second half",
         "kit grade-all --jobs 2: first result after 2.5 s (start-up), then 0.50 s per submission (x20.00 against "
         "the first way)",
-        "one `grade FILE` command: 3.00 s wall (the first); median 2.50 s, min 2.00 s",
+        "kit grade FILE: one command 3.00 s wall (the first); median 2.50 s, min 2.00 s",
         "memory sampling took at most 2.0% of one core's time during a way",
         "floor (the hidden suites' own computations on the reference, one warm process, 3 runs): min 0.50 s, "
-        "median 0.60 s per submission"]
+        "median 0.60 s per submission on one core, 0.30 s on 2 (the table's 'x floor')"]
 
 
 def test_the_class_alternates_the_reference_with_bugs_from_different_parts(tmp_path):
