@@ -1,7 +1,7 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   the whole instructor flow on sample submissions, ending in the grade table
 #   make test   the kit's own test suite
-#   make test-fast   only its fast tier, the engine's unit tests (tests/conftest.py: FAST_TIER), in about half a minute
+#   make test-fast   only its fast tier, the engine's unit tests and the sandbox's own (tests/conftest.py: FAST_TIER), in about a minute
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
