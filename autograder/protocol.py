@@ -37,13 +37,11 @@ MAX_HEADER_DEPTH = 1 + 2 * (MAX_NESTING + 1)
 MAX_HEADER_INT_DIGITS = 20
 
 # the only dtypes that cross the boundary, both directions: each name as the wire, torch and numpy spell it
-DTYPES = {"float32": "float32", "float64": "float64", "float16": "float16", "int64": "int64", "int32": "int32",
-          "uint8": "uint8", "bool": "bool"}
+DTYPES = frozenset({"float32", "float64", "float16", "int64", "int32", "uint8", "bool"})
 
 
 # the notice every result graded without isolation carries, as the host records it (kind "unisolated",
-# autograder.model.load_report) when it started the child without isolation; the child says the same in its
-# own words, which decide nothing
+# autograder.model.load_report) when it started the child without isolation; never taken from the child
 UNISOLATED = "graded WITHOUT isolation"
 UNISOLATED_NOTICE = (f"{UNISOLATED} (allowed by the grader): the submission could read and change whatever the "
                      "grader's user can")
@@ -340,14 +338,14 @@ class Decoder:
         if type(nbytes) is not int:
             raise ProtocolError("malformed tensor size")
         count = math.prod(shape)
-        itemsize = np.dtype(DTYPES[dtype]).itemsize
+        itemsize = np.dtype(dtype).itemsize
         if count > MAX_TENSOR_ELEMENTS or nbytes != count * itemsize:
             raise ProtocolError("tensor size does not match its shape")
         if self.offset + nbytes > len(self.payload):
             raise ProtocolError("tensor bytes missing from the payload")
         raw = self.payload[self.offset:self.offset + nbytes]
         self.offset += nbytes
-        array = np.frombuffer(raw, dtype=DTYPES[dtype]).reshape(shape).copy()
+        array = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
         if dtype == "bool" and array.size and array.view(np.uint8).max() > 1:
             raise ProtocolError("bool tensor holds values other than 0 and 1")
         return array, dtype
