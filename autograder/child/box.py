@@ -72,12 +72,6 @@ def check_rlimits(box: Box) -> None:
                     if resource.getrlimit(getattr(resource, name)) != (wanted, wanted)]
 
 
-def warn_unisolated(box: Box) -> None:
-    from autograder.protocol import UNISOLATED_NOTICE
-
-    box.notices.append(UNISOLATED_NOTICE)  # in the child's words, which decide nothing: the host says it too
-
-
 def compute_view(box: Box) -> None:
     from autograder import PACKAGE_DIR
 
@@ -264,7 +258,7 @@ def audit_provenance(box: Box) -> None:
 
 Step = Callable[[Box], None]
 KERNEL: dict[int, tuple[Step, ...]] = {
-    UNISOLATED: (check_rlimits, warn_unisolated),
+    UNISOLATED: (check_rlimits,),  # the host records the unisolated notice itself
     NAMESPACES_TIER: (check_rlimits, compute_view, pick_uid, unshare_namespaces, fork_pid_one, name_host,
                       build_root, drop_bounding_set, change_uid, limit_own_processes, no_new_privs,
                       check_capabilities, install_seccomp, parent_death_signal, move_home),
