@@ -23,7 +23,6 @@ from matplotlib.figure import Figure as Canvas
 from matplotlib.patches import Patch
 
 from autograder.judging.evidence import Curves, Dependence, ErrorMap, Figure, NON_FINITE
-from autograder.reports.captions import caption  # noqa: F401 (figures.caption: the words beside each picture)
 
 DPI = 100
 COLOURS = 64  # a palette this small looks the same for flat charts and makes a third of the bytes

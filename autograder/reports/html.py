@@ -23,6 +23,7 @@ from autograder.judging.evidence import Figure
 from autograder.grading.rubric import PartScore, TestScore
 from autograder.protocol import clean_text, one_line
 from autograder.reports import figures
+from autograder.reports.captions import caption
 from autograder.grading.results_json import (MAX_LINE_CHARS, SUMMARY_CELL_ERRORS, by_hand_notice, message_text, rounded,
                                         write_text_atomic)
 from autograder.grading.result import GradeResult, display_name
@@ -125,7 +126,7 @@ def _evidence(test: TestScore, pictures: _Pictures) -> list[str]:
     same; the caption, which says the shape, is kept when it differs."""
     if test.figure is None:
         return []
-    png, words = pictures.png(test.figure), figures.caption(test.figure)
+    png, words = pictures.png(test.figure), caption(test.figure)
     if png not in pictures.shown:
         pictures.shown[png] = (test.name, words)
         return [f"<figure>{_image(png, words)}<figcaption>{html.escape(words)}</figcaption></figure>"]
