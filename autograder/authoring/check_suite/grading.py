@@ -46,7 +46,8 @@ def grade_entry(assignment: str, path: str, pictures: bool = True) -> dict[str, 
         running = judge.running_check()
         if running is not None:
             part, test = running
-            ratios.setdefault(part, {})[test] = max(ratios.get(part, {}).get(test, 0.0), ratio)
+            mine = ratios.setdefault(part, {})
+            mine[test] = max(mine.get(test, 0.0), ratio)
 
     comparison.observers.append(observe)
     try:
