@@ -355,7 +355,8 @@ def _init_worker(controls: list[socket.socket], taken: Any) -> None:
         Zygote.shared()
 
 
-def _grade_in_worker(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limits) -> str:
+def grade_in_worker(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limits) -> str:
+    """One submission graded and recorded in a process of `worker_pool`: its line for the log."""
     global _grading
     if _stopping:
         raise JudgingInterrupted(f"{display_name(entry.student)}: not started, the batch was stopped")
@@ -402,7 +403,7 @@ def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs:
                 graded(_grade_and_record(entry, out_dir, rubric, limits))
     else:
         with worker_pool(jobs) as pool, progress(len(pending), log) as graded:
-            futures = [pool.submit(_grade_in_worker, entry, out_dir, rubric, limits) for entry in pending]
+            futures = [pool.submit(grade_in_worker, entry, out_dir, rubric, limits) for entry in pending]
             try:
                 for future in as_completed(futures):
                     graded(future.result())
