@@ -26,8 +26,9 @@ from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
-from autograder.grading.batch import Entry, grade_in_worker, worker_pool
+from autograder.grading.batch import Entry, grade_in_worker, stop_workers, worker_pool
 from autograder.grading.rubric import load_rubric
+from autograder.model.interrupts import Terminated, raise_terminated
 from autograder.model.limits import Limits
 
 
@@ -40,12 +41,20 @@ def spec_line(assignment: str, limits: Limits, jobs: int, out: Path, entries: li
 
 
 def _stop_when_input_closes() -> None:
-    sys.stdin.buffer.read()
-    os.kill(os.getpid(), signal.SIGTERM)  # the workers and the zygote follow their parent
+    while os.read(0, 1 << 16):  # not sys.stdin: a daemon thread holding its lock aborts the interpreter's exit
+        pass
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def main() -> None:
-    spec: dict[str, Any] = json.loads(sys.stdin.buffer.readline())
+    signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        _grade(json.loads(sys.stdin.buffer.readline()))
+    except Terminated:
+        sys.exit(128 + signal.SIGTERM)
+
+
+def _grade(spec: dict[str, Any]) -> None:
     threading.Thread(target=_stop_when_input_closes, daemon=True).start()
     rubric = load_rubric(spec["assignment"])
     limits = Limits(**spec["limits"])
@@ -53,13 +62,17 @@ def main() -> None:
     entries = [Entry(student, Path(path), Path(root)) for student, path, root in spec["entries"]]
     with worker_pool(int(spec["jobs"])) as pool:
         futures = {pool.submit(grade_in_worker, entry, out, rubric, limits): entry for entry in entries}
-        for future in as_completed(futures):
-            student = futures[future].student
-            try:
-                print(future.result(), file=sys.stderr, flush=True)
-            except Exception as exc:  # noqa: BLE001 - the caller grades this one itself, and reports it
-                print(f"{student}: not graded ahead ({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
-            print(json.dumps({"finished": student}), flush=True)
+        try:
+            for future in as_completed(futures):
+                student = futures[future].student
+                try:
+                    print(future.result(), file=sys.stderr, flush=True)
+                except Exception as exc:  # noqa: BLE001 - the caller grades this one itself, and reports it
+                    print(f"{student}: not graded ahead ({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
+                print(json.dumps({"finished": student}), flush=True)
+        except BaseException:  # told to stop
+            stop_workers(pool, futures)
+            raise
 
 
 if __name__ == "__main__":

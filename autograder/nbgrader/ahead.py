@@ -116,14 +116,19 @@ class GradeAhead:
         return path if path.is_file() else None
 
     def stop(self) -> None:
-        """Ends the process (closing its input tells it to) and removes its folder."""
-        if self.process.stdin and not self.process.stdin.closed:
+        """Ends the process (closing its input tells it to, unless it has finished already) and removes its
+        folder."""
+        with self.changed:
+            finished = self.finished >= self.students
+        if not finished and not self.process.stdin.closed:
             self.process.stdin.close()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        if not self.process.stdin.closed:
+            self.process.stdin.close()
         self.errors.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
