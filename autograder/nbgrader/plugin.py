@@ -57,15 +57,13 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Int, List, TraitType, Unicode
 
-from autograder.grading.fingerprint import assignment_fingerprint, fingerprint_components
-from autograder.grading.grade import Unjudgeable, file_cells_sha256, grade_file
+from autograder.grading.fingerprint import assignment_fingerprint, file_cells_sha256, fingerprint_components
 from autograder.grading.batch import result_path, suite_names
 from autograder.nbgrader import regrades as nbgrader_regrades
 from autograder.nbgrader.ahead import GradeAhead, cores, grade_ahead
 from autograder.nbgrader.pictures import evidence_outputs
 from autograder.grading.result import GradeResult, display_name
 from autograder.grading.results_json import from_gradescope, gradescope, message_text, summary
-from autograder.judging.judge import run_suite
 from autograder.grading.rubric import PartScore, Rubric, load_rubric, score
 from autograder.model.limits import Limits, knobs
 from autograder.host.sandbox import isolation_refused
@@ -337,6 +335,9 @@ def explain_not_run(nb: NotebookNode) -> None:
 
 def refused_result(rubric: Rubric, name: str, reason: str) -> GradeResult:
     """The grade of a submission that cannot be read: every check fails with the reason, as grading does."""
+    from autograder.grading.grade import Unjudgeable  # torch and the judge: only where this process grades
+    from autograder.judging.judge import run_suite
+
     result = GradeResult(name, "", rubric.assignment, [], rubric.max_score, graded_by_hand=dict(rubric.graded_by_hand))
     result.unreadable = reason
     result.parts = score(rubric, run_suite(rubric.suite_files(), Unjudgeable(reason), rubric.part_names))
@@ -503,6 +504,8 @@ class SandboxedGrading(_LimitTraits):
                     # no grade at all rather than a grade from an unisolated run: nbgrader reports the failure
                     raise RuntimeError(f"this machine allows no sandbox ({refused}); set "
                                        "c.SandboxedGrading.allow_unisolated = True to grade without one")
+                from autograder.grading.grade import grade_file  # torch and the judge: only when needed
+
                 result = grade_file(path, rubric, self.limits())
                 self.log.info("%s graded: %s / %s in %.1f s, isolation %s", student, result.score,
                               result.max_score, result.seconds, result.load.isolation)
