@@ -1,7 +1,7 @@
 """nbgrader configuration for the course.  The repository root is the course directory."""
 import os
 
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput,
+from nbgrader.preprocessors import (AssignLatePenalties, ClearHiddenTests, ClearOutput,
                                     DeduplicateIds, GetGrades, IgnorePattern, LimitOutput, OverwriteCells,
                                     OverwriteKernelspec, SaveAutoGrades)
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
@@ -26,7 +26,7 @@ c.NbGrader.logfile = os.path.join(c.CourseDirectory.root, "nbgrader.log")
 c.Autograde.exporter_class = "autograder.nbgrader.plugin.SubmissionExporter"
 c.Autograde.sanitize_preprocessors = [
     "autograder.nbgrader.plugin.ReleaseCells", ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells,
-    CheckCellMetadata,
+    "autograder.nbgrader.cell_metadata.CheckCellMetadata",
 ]
 # A deleted test cell is added back by SandboxedGrading after grading, carrying its part's verdict (the hidden
 # suite graded the part anyway: nothing lost, nothing gained).  nbgrader's own add_missing_cells stays off: it
@@ -39,8 +39,10 @@ c.OverwriteCells.add_missing_cells = False
 # autograde loads the grader (torch and all, seconds); every other nbgrader command reads this file too.
 c.Autograde.autograde_preprocessors = [
     "autograder.nbgrader.plugin.SandboxedGrading", IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+    SaveAutoGrades, AssignLatePenalties, "autograder.nbgrader.cell_metadata.CheckCellMetadata",
 ]
+# nbgrader's CheckCellMetadata checks its JSON schema anew for every cell; the kit's compiles it once, and
+# hands any notebook it does not accept at once to nbgrader's own step (autograder/nbgrader/cell_metadata.py).
 # Sandbox limits: each is a trait of SandboxedGrading and an AUTOGRADER_* environment variable, generated
 # from autograder/model/limits.py (defaults and meaning there, and in the Limits table of docs/instructors.md), e.g.
 #   c.SandboxedGrading.timeout = 180              or AUTOGRADER_TIMEOUT=180

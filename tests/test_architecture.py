@@ -160,6 +160,13 @@ def test_the_coordinator_of_a_batch_never_imports_torch():
     assert {"torch", "pytest", "autograder.grading.grade", "autograder.judging.judge"}.isdisjoint(loaded)
 
 
+def test_nbgraders_autograde_imports_torch_only_to_grade_a_notebook_itself():
+    # the class is graded ahead in other processes (autograder.nbgrader.ahead): autograde's own process loads
+    # the grader only for a notebook it grades in its turn
+    loaded = modules_loaded_by("import autograder.nbgrader.plugin, autograder.nbgrader.cell_metadata")
+    assert {"torch", "pytest", "autograder.grading.grade", "autograder.judging.judge"}.isdisjoint(loaded)
+
+
 def test_a_verb_imports_only_its_own_module_before_it_runs():
     # a cold `grade` asks for its zygote as soon as its arguments are read: the other verbs' modules (the authoring
     # tools, the service, the exporters) are not imported first, nor torch and the judge, nor numpy (which torch

@@ -159,6 +159,36 @@ def reused_course(graded_course, cli_results, tmp_path_factory) -> SimpleNamespa
     return SimpleNamespace(course=again, log=log, broken=broken, scores=scores(root / "grades.csv"))
 
 
+@pytest.fixture(scope="module")
+def one_at_a_time_course(graded_course, tmp_path_factory) -> SimpleNamespace:
+    """A copy of the graded course autograded again with nothing graded ahead: each notebook in its turn."""
+    course, _, _ = graded_course
+    root = tmp_path_factory.mktemp("one-at-a-time")
+    again = Course(root / "course", ASSIGNMENT)
+    shutil.copytree(course.root, again.root, symlinks=True, copy_function=_copy_keeping_fifos)
+    log = again.nbgrader("autograde", ASSIGNMENT, "--force", "--SandboxedGrading.grade_ahead=0")
+    again.nbgrader("export", "--to", str(root / "grades.csv"))
+    return SimpleNamespace(course=again, log=log, scores=scores(root / "grades.csv"))
+
+
+def test_grading_the_class_ahead_changes_when_a_grade_is_made_never_what_it_is(graded_course, one_at_a_time_course):
+    from autograder.nbgrader.ahead import cores
+
+    course, students, grades_csv = graded_course
+    ahead = cores() >= 2  # grade_ahead's default: one process per core, when there are two or more
+    assert ("submissions ahead, 2 at a time" in course.autograde_log) is ahead, course.autograde_log[-3000:]
+    for student in [*students, "dave"]:
+        line = re.search(rf"\] {student} graded: .*", course.autograde_log)
+        assert line and line[0].endswith("(ahead, in parallel)") is ahead, (student, course.autograde_log[-3000:])
+    assert "ahead" not in one_at_a_time_course.log
+    assert scores(grades_csv) == one_at_a_time_course.scores
+    autograded = sorted(p.name for p in (course.root / "autograded").iterdir())
+    assert set(students) | {"dave"} <= set(autograded)
+    for student in autograded:
+        assert (check_cell_outputs(one_at_a_time_course.course.root, student)
+                == check_cell_outputs(course.root, student)), student
+
+
 GRADED_AGAIN = re.compile(r"\] [\w.-]+ graded: ")  # SandboxedGrading's line for a notebook it graded
 
 

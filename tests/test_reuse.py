@@ -17,7 +17,7 @@ import pytest
 
 from autograder.grading import fingerprint
 from autograder.model import code_version
-from autograder.grading.grade import file_cells_sha256
+from autograder.grading.fingerprint import file_cells_sha256
 from autograder.grading.fingerprint import assignment_fingerprint, cells_sha256
 from autograder.grading.result import GradeResult
 from autograder.nbgrader.plugin import SandboxedGrading, write_verdicts

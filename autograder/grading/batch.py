@@ -22,10 +22,10 @@ import signal
 import socket
 import sys
 import unicodedata
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from autograder.grading import regrades
 from autograder.grading.fingerprint import assignment_fingerprint, changed_components, fingerprint_components
@@ -355,7 +355,8 @@ def _init_worker(controls: list[socket.socket], taken: Any) -> None:
         Zygote.shared()
 
 
-def _grade_in_worker(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limits) -> str:
+def grade_in_worker(entry: Entry, out_dir: Path, rubric: Rubric, limits: Limits) -> str:
+    """One submission graded and recorded in a process of `worker_pool`: its line for the log."""
     global _grading
     if _stopping:
         raise JudgingInterrupted(f"{display_name(entry.student)}: not started, the batch was stopped")
@@ -390,6 +391,14 @@ def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
             control.close()
 
 
+def stop_workers(pool: ProcessPoolExecutor, futures: Iterable[Future]) -> None:
+    """Nothing more starts, and what is being graded stops (recording nothing)."""
+    for future in futures:
+        future.cancel()
+    for process in list(pool._processes.values()):  # the executor cannot stop a running task
+        process.terminate()
+
+
 def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs: int = 1,
               log: Callable[[str], None] = stderr_log, duplicates: str = "refuse",
               only: list[str] | None = None) -> list[Entry]:
@@ -402,15 +411,12 @@ def grade_all(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits, jobs:
                 graded(_grade_and_record(entry, out_dir, rubric, limits))
     else:
         with worker_pool(jobs) as pool, progress(len(pending), log) as graded:
-            futures = [pool.submit(_grade_in_worker, entry, out_dir, rubric, limits) for entry in pending]
+            futures = [pool.submit(grade_in_worker, entry, out_dir, rubric, limits) for entry in pending]
             try:
                 for future in as_completed(futures):
                     graded(future.result())
             except BaseException:  # a signal here, or a worker's submission stopped: stop the whole batch
-                for future in futures:
-                    future.cancel()
-                for process in list(pool._processes.values()):  # the executor cannot stop a running task
-                    process.terminate()
+                stop_workers(pool, futures)
                 raise
     finish(out_dir, entries, rubric, log)
     return entries

@@ -11,9 +11,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 from autograder.grading.rubric import Rubric
+from autograder.host.intake import UnreadableSubmission
+from autograder.host.source_cells import read_cells
 from autograder.judging.suite_files import suite_sources
 from autograder.model.code_version import add, engine_digest
 from autograder.model.limits import Limits
@@ -92,6 +95,16 @@ def _shown(value: Any) -> str:
 
 
 def cells_sha256(cells: list[str]) -> str:
-    """The hash of what is actually graded: the cells as `autograder.host.source_cells.read_cells` returns them (grading.file_cells_sha256 of a file)."""
+    """The hash of what is actually graded: the cells as `autograder.host.source_cells.read_cells` returns them (file_cells_sha256 of a file)."""
     # ASCII JSON: a list's boundaries are unambiguous and a lone surrogate cannot make encoding fail
     return hashlib.sha256(json.dumps(cells, ensure_ascii=True).encode("ascii")).hexdigest()
+
+
+def file_cells_sha256(path: Path, rubric: Rubric) -> str:
+    """`cells_sha256` of a submission file, read as grading against `rubric` reads it (its unchanged
+    instructor cells become stand-ins); "" for a file that cannot be read as a submission (nothing was run,
+    so there is nothing a stored grade could stand in for)."""
+    try:
+        return cells_sha256(read_cells(path, rubric.skip_when_unchanged))
+    except UnreadableSubmission:
+        return ""

@@ -22,7 +22,7 @@ from autograder.grading.rubric import Rubric, score
 from autograder.model.limits import Limits
 from autograder.model.load_report import Notice, NoticeKind
 from autograder.host.intake import UnreadableSubmission, read_submission
-from autograder.host.source_cells import cells_from, read_cells
+from autograder.host.source_cells import cells_from
 from autograder.model.submission import Submission, SubmissionBroken
 
 
@@ -131,13 +131,3 @@ def _grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool, with
     result.resembles = resemblances(cells, rubric.torch_implementations)  # the source, not what ran
     result.seconds = time.monotonic() - started
     return result
-
-
-def file_cells_sha256(path: Path, rubric: Rubric) -> str:
-    """`cells_sha256` of a submission file, read as grading against `rubric` reads it (its unchanged
-    instructor cells become stand-ins); "" for a file that cannot be read as a submission (nothing was run,
-    so there is nothing a stored grade could stand in for)."""
-    try:
-        return cells_sha256(read_cells(path, rubric.skip_when_unchanged))
-    except UnreadableSubmission:
-        return ""

@@ -57,14 +57,13 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Int, List, TraitType, Unicode
 
-from autograder.grading.fingerprint import assignment_fingerprint, fingerprint_components
-from autograder.grading.grade import Unjudgeable, file_cells_sha256, grade_file
+from autograder.grading.fingerprint import assignment_fingerprint, file_cells_sha256, fingerprint_components
 from autograder.grading.batch import result_path, suite_names
 from autograder.nbgrader import regrades as nbgrader_regrades
+from autograder.nbgrader.ahead import GradeAhead, cores, grade_ahead
 from autograder.nbgrader.pictures import evidence_outputs
 from autograder.grading.result import GradeResult, display_name
 from autograder.grading.results_json import from_gradescope, gradescope, message_text, summary
-from autograder.judging.judge import run_suite
 from autograder.grading.rubric import PartScore, Rubric, load_rubric, score
 from autograder.model.limits import Limits, knobs
 from autograder.host.sandbox import isolation_refused
@@ -336,6 +335,9 @@ def explain_not_run(nb: NotebookNode) -> None:
 
 def refused_result(rubric: Rubric, name: str, reason: str) -> GradeResult:
     """The grade of a submission that cannot be read: every check fails with the reason, as grading does."""
+    from autograder.grading.grade import Unjudgeable  # torch and the judge: only where this process grades
+    from autograder.judging.judge import run_suite
+
     result = GradeResult(name, "", rubric.assignment, [], rubric.max_score, graded_by_hand=dict(rubric.graded_by_hand))
     result.unreadable = reason
     result.parts = score(rubric, run_suite(rubric.suite_files(), Unjudgeable(reason), rubric.part_names))
@@ -422,6 +424,9 @@ class SandboxedGrading(_LimitTraits):
     reuse_results_from = List(Unicode(), help="Folders of `python -m autograder grade-all` results "
                               "(<student>.json) to reuse instead of grading, when one judged the same cells "
                               "against the same suites, rubric, kit and limits.").tag(config=True)
+    grade_ahead = Int(-1, help="Processes that grade the notebooks autograde will convert next while it "
+                      "converts this one (autograder.nbgrader.ahead): -1, one per core when there are two or more; "
+                      "0, none (each notebook is graded in its turn).").tag(config=True)
 
     def limits(self) -> Limits:
         return Limits(**{knob.field: knob.limit_value(getattr(self, knob.name)) for knob in knobs()})
@@ -438,7 +443,7 @@ class SandboxedGrading(_LimitTraits):
         if isinstance(refused, str) and refused:
             result = refused_result(rubric, f"{resources['nbgrader']['notebook']}.ipynb", refused)
         else:
-            result = self.graded(nb, student, rubric, resources["nbgrader"]["notebook"])
+            result = self.graded(nb, student, rubric, resources["nbgrader"]["notebook"], self.ahead(resources))
         self.keep_grade(resources, rubric, result, fingerprint, components)
         for grade_id in add_missing_test_cells(nb, release_cells(resources)):
             self.log.warning("%s: test cell %s was missing from the submission: added back with its verdict",
@@ -470,16 +475,37 @@ class SandboxedGrading(_LimitTraits):
         elif change is not None:
             self.log.info("%s", nbgrader_regrades.unchanged_line(change))
 
-    def graded(self, nb: NotebookNode, student: str, rubric: Rubric, notebook: str) -> GradeResult:
+    def ahead(self, resources: dict[str, Any]) -> GradeAhead | None:
+        """This autograde run's grading ahead (started on its first notebook), if it has one."""
+        jobs = self.grade_ahead if self.grade_ahead >= 0 else (cores() if cores() >= 2 else 0)
+        if jobs < 1 or (not self.allow_unisolated and isolation_refused()):
+            return None  # unisolated: each notebook is refused in its turn, as below
+        converter = getattr(self.parent, "parent", None)  # the exporter's: nbgrader's Autograde
+
+        def reusable(student: str) -> bool:  # a result to reuse is likely: not worth grading ahead
+            return any(result_path(Path(folder), student).is_file() for folder in self.reuse_results_from)
+        return grade_ahead(converter, resources["nbgrader"]["student"],
+                           self.assignment or resources["nbgrader"]["assignment"], self.limits(), jobs, self.log.info,
+                           reusable)
+
+    def graded(self, nb: NotebookNode, student: str, rubric: Rubric, notebook: str,
+               ahead: GradeAhead | None = None) -> GradeResult:
         with tempfile.TemporaryDirectory(prefix="nbgrader-sandbox-") as tmp:
             path = Path(tmp) / f"{notebook}.ipynb"
             nbformat.write(grading_copy(nb), str(path))
             result = self.reused(path, student, rubric)
+            if result is None and ahead is not None and (stored := ahead.result_file(student)) is not None:
+                result = self.stored(stored, path, student, rubric)
+                if result is not None:
+                    self.log.info("%s graded: %s / %s, isolation %s (ahead, in parallel)", student, result.score,
+                                  result.max_score, result.load.isolation)
             if result is None:
                 if not self.allow_unisolated and (refused := isolation_refused()):
                     # no grade at all rather than a grade from an unisolated run: nbgrader reports the failure
                     raise RuntimeError(f"this machine allows no sandbox ({refused}); set "
                                        "c.SandboxedGrading.allow_unisolated = True to grade without one")
+                from autograder.grading.grade import grade_file  # torch and the judge: only when needed
+
                 result = grade_file(path, rubric, self.limits())
                 self.log.info("%s graded: %s / %s in %.1f s, isolation %s", student, result.score,
                               result.max_score, result.seconds, result.load.isolation)
@@ -489,31 +515,33 @@ class SandboxedGrading(_LimitTraits):
         """The stored grade of exactly these cells against exactly this assignment, if a folder holds one."""
         if not self.reuse_results_from or not student or "/" in student or student.startswith("."):
             return None
+        for folder in self.reuse_results_from:
+            candidate = result_path(Path(folder), student)
+            if candidate.is_file() and (result := self.stored(candidate, path, student, rubric)) is not None:
+                self.log.info("%s reused: %s / %s from %s", student, result.score, result.max_score, candidate)
+                return result
+        return None
+
+    def stored(self, candidate: Path, path: Path, student: str, rubric: Rubric) -> GradeResult | None:
+        """The grade in `candidate` if it judged exactly the cells of `path` against exactly this assignment."""
         cells = file_cells_sha256(path, rubric)
         if not cells:
             return None
-        fingerprint = assignment_fingerprint(rubric, self.limits())
-        for folder in self.reuse_results_from:
-            candidate = result_path(Path(folder), student)
-            if not candidate.is_file():
-                continue
-            # instructor-written, yet possibly half-copied or from another tool: anything wrong means grading
-            try:
-                data = json.loads(candidate.read_text(encoding="utf-8"))
-                extra = data["extra_data"]
-                if extra.get("cells_sha256") != cells:
-                    self.log.info("%s: %s judged other cells: not reused", student, candidate)
-                    continue
-                if extra.get("assignment_fingerprint") != fingerprint:
-                    self.log.info("%s: %s was graded with a different version of the assignment: not reused",
-                                  student, candidate)
-                    continue
-                result = from_gradescope(data, rubric)
-            except Exception as exc:  # a bad file is never a reason to stop grading
-                self.log.warning("%s: ignored %s (%s: %s)", student, candidate, type(exc).__name__,
-                                 str(exc).split("\n", 1)[0][:200])
-                continue
-            self.log.info("%s reused: %s / %s from %s", student, result.score, result.max_score, candidate)
-            result.cells_sha256 = cells
-            return result
-        return None
+        # instructor-written, yet possibly half-copied or from another tool: anything wrong means grading
+        try:
+            data = json.loads(candidate.read_text(encoding="utf-8"))
+            extra = data["extra_data"]
+            if extra.get("cells_sha256") != cells:
+                self.log.info("%s: %s judged other cells: not used", student, candidate)
+                return None
+            if extra.get("assignment_fingerprint") != assignment_fingerprint(rubric, self.limits()):
+                self.log.info("%s: %s was graded with a different version of the assignment: not used",
+                              student, candidate)
+                return None
+            result = from_gradescope(data, rubric)
+        except Exception as exc:  # a bad file is never a reason to stop grading
+            self.log.warning("%s: ignored %s (%s: %s)", student, candidate, type(exc).__name__,
+                             str(exc).split("\n", 1)[0][:200])
+            return None
+        result.cells_sha256 = cells
+        return result

@@ -1,0 +1,159 @@
+"""nbgrader's autograde with the rest of the class graded ahead, in parallel.
+
+nbgrader converts one notebook after another in one process, so grading each one in its turn keeps one core
+busy at a time.  On its first notebook, SandboxedGrading starts autograder.grading.ahead on that notebook and
+those autograde will convert after it, in autograde's own order and by its own rules (which students, and which it
+skips as already autograded): `jobs` processes grade them while nbgrader sanitises, records and writes.  When
+autograde reaches a notebook, its grade is used only if it judged exactly the cells nbgrader hands over
+(after restoring the locked cells) against exactly this assignment, as reuse_results_from is; otherwise,
+and for any notebook that was not graded ahead, SandboxedGrading grades it there and then, as before.  So
+grading ahead changes when a grade is made, never what it is.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from autograder.grading.ahead import spec_line
+from autograder.grading.batch import Entry, result_path
+from autograder.grading.result import display_name
+from autograder.model.limits import Limits
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _will_convert(converter: Any, assignment_id: str, student_id: str) -> bool:
+    """nbgrader's BaseConverter.init_destination, read only: whether autograde will convert this submission
+    (no autograded copy yet, --force, or a newer submission)."""
+    coursedir = converter.coursedir
+    if student_id in set(filter(None, coursedir.student_id_exclude.split(","))):
+        return False
+    dest = coursedir.format_path(coursedir.autograded_directory, student_id, assignment_id)
+    if not os.path.exists(dest) or converter.force:
+        return True
+    new = coursedir.get_existing_timestamp(coursedir.format_path(coursedir.submitted_directory, student_id,
+                                                                 assignment_id))
+    old = coursedir.get_existing_timestamp(dest)
+    return new is not None and old is not None and new > old
+
+
+def submissions_from(converter: Any, student_id: str) -> list[tuple[str, Path]]:
+    """(student id, notebook) of `student_id`'s submission and every one autograde will convert after it, in
+    its order (sorted submission folders, as BaseConverter.convert_notebooks goes): those of one notebook
+    only, since a result stands for a student's one notebook."""
+    coursedir = converter.coursedir
+    # as nbgrader parsed them: from the submitted folders (the autograde step reads from autograded/)
+    pattern = re.compile(coursedir.format_path(coursedir.submitted_directory, "(?P<student_id>.*)",
+                                               "(?P<assignment_id>.*)", escape=True))
+    chosen, reached = [], False
+    for folder in sorted(converter.assignments):
+        match = pattern.match(folder)
+        if match is None:
+            continue
+        notebooks = converter.assignments[folder]
+        if match["student_id"] == student_id:  # being converted: nbgrader has decided
+            reached = True
+        elif not reached or not _will_convert(converter, match["assignment_id"], match["student_id"]):
+            continue
+        if len(notebooks) == 1:
+            chosen.append((match["student_id"], Path(notebooks[0])))
+    return chosen
+
+
+class GradeAhead:
+    """One autograder.grading.ahead process and the folder its results go to; which students it has finished
+    (graded or not) comes back on its standard output, one line each."""
+
+    def __init__(self, converter: Any, entries: list[Entry], assignment: str, limits: Limits, jobs: int) -> None:
+        self.converter = converter
+        self.students = {entry.student for entry in entries}
+        self.finished: set[str] = set()
+        self.changed = threading.Condition()
+        self.folder = Path(tempfile.mkdtemp(prefix="autograder-ahead-"))
+        self.errors = (self.folder / "ahead.log").open("wb")
+        self.process = subprocess.Popen([sys.executable, "-m", "autograder.grading.ahead"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=self.errors)
+        self.process.stdin.write(spec_line(assignment, limits, jobs, self.folder / "results", entries))
+        self.process.stdin.flush()
+        threading.Thread(target=self._listen, daemon=True, name="ahead").start()
+        atexit.register(self.stop)
+
+    def _listen(self) -> None:
+        for line in self.process.stdout:
+            try:
+                student = json.loads(line)["finished"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            with self.changed:
+                self.finished.add(student)
+                self.changed.notify_all()
+        with self.changed:
+            self.finished.update(self.students)  # it ended: nothing more will come
+            self.changed.notify_all()
+
+    def result_file(self, student: str) -> Path | None:
+        """The result written for `student` once it has been graded ahead (waiting for it); None when the
+        student was not among those graded ahead, or the grading of it failed."""
+        if student not in self.students:
+            return None
+        with self.changed:
+            self.changed.wait_for(lambda: student in self.finished)
+        path = result_path(self.folder / "results", student)
+        return path if path.is_file() else None
+
+    def stop(self) -> None:
+        """Ends the process (closing its input tells it to, unless it has finished already) and removes its
+        folder."""
+        with self.changed:
+            finished = self.finished >= self.students
+        if not finished and not self.process.stdin.closed:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if not self.process.stdin.closed:
+            self.process.stdin.close()
+        self.errors.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_running: list[GradeAhead] = []  # this process's, one per autograde converter
+
+
+def grade_ahead(converter: Any, student_id: str, assignment: str, limits: Limits, jobs: int,
+                log: Callable[[str], None], reusable: Callable[[str], bool] = lambda student: False
+                ) -> GradeAhead | None:
+    """The grading ahead of this autograde run: started on its first notebook (`student_id`'s), with that one and
+    those that come after it, but for the students whose grade is `reusable` from elsewhere; None when there
+    are none, or `jobs` < 1, or `converter` is not nbgrader's."""
+    for ahead in _running:
+        if ahead.converter is converter:
+            return ahead
+    if jobs < 1 or not all(hasattr(converter, name) for name in ("assignments", "coursedir", "force")):
+        return None
+    root = Path(converter.coursedir.root) / converter.coursedir.submitted_directory
+    entries = [Entry(display_name(student), notebook, root)
+               for student, notebook in submissions_from(converter, student_id) if not reusable(display_name(student))]
+    if not entries:
+        return None
+    jobs = min(jobs, len(entries))
+    ahead = GradeAhead(converter, entries, assignment, limits, jobs)
+    _running.append(ahead)
+    log(f"grading {len(entries)} submission{'s' if len(entries) != 1 else ''} ahead, {jobs} at a time")
+    return ahead
