@@ -374,7 +374,8 @@ def score(rubric: Rubric, outcomes: list[Outcome]) -> list[PartScore]:
     by_name: dict[str, PartScore] = {}
     figures = 0  # a grade carries at most MAX_FIGURES, the first ones in the suites' order
     for part in rubric.parts:
-        mine = [o for o in outcomes if o.module == Path(part.suite).stem]
+        module = Path(part.suite).stem
+        mine = [o for o in outcomes if o.module == module]
         own = [o for o in mine if _base(o.name) in part.own_parts]
         graded = [o for o in mine if _base(o.name) not in part.own_parts]
         shares = _shares(part, graded)
