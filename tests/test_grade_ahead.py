@@ -31,7 +31,7 @@ def converter(root: Path, force: bool = False, exclude: str = "") -> SimpleNames
     folders it found (BaseConverter.init_notebooks)."""
     coursedir = CourseDirectory(root=str(root), student_id_exclude=exclude)
     found = {}
-    for folder in sorted((root / "submitted").glob(f"*/{ASSIGNMENT}")):
+    for folder in sorted((root / "submitted").glob("*/*")):
         found[str(folder)] = sorted(str(p) for p in folder.glob("*.ipynb"))
     return SimpleNamespace(coursedir=coursedir, force=force, assignments=found)
 
@@ -44,6 +44,8 @@ def course(tmp_path: Path) -> Path:
         for n in range(notebooks):
             (folder / f"notebook{n}.ipynb").write_text("{}")
     (tmp_path / "autograded" / "done" / ASSIGNMENT).mkdir(parents=True)  # autograded before, and not resubmitted
+    (tmp_path / "submitted" / "b" / "another").mkdir()  # `autograde "*"`: another assignment, graded in its turn
+    (tmp_path / "submitted" / "b" / "another" / "another.ipynb").write_text("{}")
     return tmp_path
 
 
@@ -53,22 +55,22 @@ def students(chosen: list[tuple[str, Path]]) -> list[str]:
 
 def test_grading_ahead_takes_what_autograde_converts_from_its_current_notebook_on_in_its_order(course):
     # nbgrader goes through the submission folders sorted as paths: "a-/..." before "a/..." ('-' < '/')
-    assert students(submissions_from(converter(course), "a-")) == ["a-", "a", "b", "c", "left-out"]
-    assert students(submissions_from(converter(course), "b")) == ["b", "c", "left-out"]
+    assert students(submissions_from(converter(course), "a-", ASSIGNMENT)) == ["a-", "a", "b", "c", "left-out"]
+    assert students(submissions_from(converter(course), "b", ASSIGNMENT)) == ["b", "c", "left-out"]
     # a student with two notebooks is graded in autograde's turn: one result stands for one notebook
-    assert students(submissions_from(converter(course), "c")) == ["c", "left-out"]
-    chosen = dict(submissions_from(converter(course), "c"))
+    assert students(submissions_from(converter(course), "c", ASSIGNMENT)) == ["c", "left-out"]
+    chosen = dict(submissions_from(converter(course), "c", ASSIGNMENT))
     assert chosen["c"] == course / "submitted" / "c" / ASSIGNMENT / "notebook0.ipynb"
 
 
 def test_grading_ahead_skips_whom_autograde_skips_unless_forced(course):
-    assert "done" not in students(submissions_from(converter(course), "a-"))
-    assert "done" in students(submissions_from(converter(course, force=True), "a-"))
-    assert "left-out" not in students(submissions_from(converter(course, exclude="left-out,x"), "a-"))
+    assert "done" not in students(submissions_from(converter(course), "a-", ASSIGNMENT))
+    assert "done" in students(submissions_from(converter(course, force=True), "a-", ASSIGNMENT))
+    assert "left-out" not in students(submissions_from(converter(course, exclude="left-out,x"), "a-", ASSIGNMENT))
     # resubmitted since it was autograded: nbgrader converts it again
     (course / "autograded" / "done" / ASSIGNMENT / "timestamp.txt").write_text("2026-01-01 10:00:00")
     (course / "submitted" / "done" / ASSIGNMENT / "timestamp.txt").write_text("2026-01-02 10:00:00")
-    assert "done" in students(submissions_from(converter(course), "a-"))
+    assert "done" in students(submissions_from(converter(course), "a-", ASSIGNMENT))
 
 
 # --- the process that grades them ------------------------------------------------------------------------

@@ -51,10 +51,11 @@ def _will_convert(converter: Any, assignment_id: str, student_id: str) -> bool:
     return new is not None and old is not None and new > old
 
 
-def submissions_from(converter: Any, student_id: str) -> list[tuple[str, Path]]:
-    """(student id, notebook) of `student_id`'s submission and every one autograde will convert after it, in
-    its order (sorted submission folders, as BaseConverter.convert_notebooks goes): those of one notebook
-    only, since a result stands for a student's one notebook."""
+def submissions_from(converter: Any, student_id: str, assignment_id: str) -> list[tuple[str, Path]]:
+    """(student id, notebook) of `student_id`'s submission of `assignment_id` and every one of that assignment
+    autograde will convert after it, in its order (sorted submission folders, as
+    BaseConverter.convert_notebooks goes): those of one notebook only, since a result stands for a student's
+    one notebook."""
     coursedir = converter.coursedir
     # as nbgrader parsed them: from the submitted folders (the autograde step reads from autograded/)
     pattern = re.compile(coursedir.format_path(coursedir.submitted_directory, "(?P<student_id>.*)",
@@ -62,7 +63,7 @@ def submissions_from(converter: Any, student_id: str) -> list[tuple[str, Path]]:
     chosen, reached = [], False
     for folder in sorted(converter.assignments):
         match = pattern.match(folder)
-        if match is None:
+        if match is None or match["assignment_id"] != assignment_id:  # `autograde "*"`: one rubric each
             continue
         notebooks = converter.assignments[folder]
         if match["student_id"] == student_id:  # being converted: nbgrader has decided
@@ -136,11 +137,11 @@ class GradeAhead:
 _running: list[GradeAhead] = []  # this process's, one per autograde converter
 
 
-def grade_ahead(converter: Any, student_id: str, assignment: str, limits: Limits, jobs: int,
+def grade_ahead(converter: Any, student_id: str, assignment_id: str, rubric: str, limits: Limits, jobs: int,
                 log: Callable[[str], None], reusable: Callable[[str], bool] = lambda student: False
                 ) -> GradeAhead | None:
-    """The grading ahead of this autograde run: started on its first notebook (`student_id`'s), with that one and
-    those that come after it, but for the students whose grade is `reusable` from elsewhere; None when there
+    """The grading ahead of this autograde run: started on its first notebook (`student_id`'s of `assignment_id`),
+    with that one and those of the assignment that come after it, graded against `rubric`, but for the students whose grade is `reusable` from elsewhere; None when there
     are none, or `jobs` < 1, or `converter` is not nbgrader's."""
     for ahead in _running:
         if ahead.converter is converter:
@@ -149,11 +150,11 @@ def grade_ahead(converter: Any, student_id: str, assignment: str, limits: Limits
         return None
     root = Path(converter.coursedir.root) / converter.coursedir.submitted_directory
     entries = [Entry(display_name(student), notebook, root)
-               for student, notebook in submissions_from(converter, student_id) if not reusable(display_name(student))]
+               for student, notebook in submissions_from(converter, student_id, assignment_id) if not reusable(display_name(student))]
     if not entries:
         return None
     jobs = min(jobs, len(entries))
-    ahead = GradeAhead(converter, entries, assignment, limits, jobs)
+    ahead = GradeAhead(converter, entries, rubric, limits, jobs)
     _running.append(ahead)
     log(f"grading {len(entries)} submission{'s' if len(entries) != 1 else ''} ahead, {jobs} at a time")
     return ahead

@@ -484,9 +484,9 @@ class SandboxedGrading(_LimitTraits):
 
         def reusable(student: str) -> bool:  # a result to reuse is likely: not worth grading ahead
             return any(result_path(Path(folder), student).is_file() for folder in self.reuse_results_from)
-        return grade_ahead(converter, resources["nbgrader"]["student"],
-                           self.assignment or resources["nbgrader"]["assignment"], self.limits(), jobs, self.log.info,
-                           reusable)
+        info = resources["nbgrader"]
+        return grade_ahead(converter, info["student"], info["assignment"], self.assignment or info["assignment"],
+                           self.limits(), jobs, self.log.info, reusable)
 
     def graded(self, nb: NotebookNode, student: str, rubric: Rubric, notebook: str,
                ahead: GradeAhead | None = None) -> GradeResult:
