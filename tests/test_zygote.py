@@ -269,3 +269,23 @@ def test_the_gpt_decoders_preload_imports_in_the_zygote_past_torchs_swapped_priv
         assert child.call("loaded") == [True] * len(preload)
     finally:
         child.close()
+
+
+def test_the_zygote_works_out_what_a_child_disables_and_the_child_only_applies_it():
+    """Matching every name of torch's Python homes, decomposition tables and provenance's index against the
+    forbidden patterns is the same for every child of an assignment: done in the zygote, before the fork.  A
+    child that matched again would have stored a plan of its own, made in its own process."""
+    from autograder.grading.rubric import load_rubric
+    from autograder.host.remote import RemoteSubmission
+
+    ops = sorted(set(load_rubric("transformer_block").forbidden_ops))
+    asks = ("import os, sys\nforbidden = sys.modules['autograder.child.forbidden']\n"
+            f"def plan():\n    p = forbidden._PYTHON_PLANS[{tuple(ops)!r}]\n"
+            "    return [p.worked_out_in != os.getpid(), len(p.attributes), len(p.decompositions), len(p.graded)]\n")
+    for _ in range(2):  # the first child of a pattern set too
+        child = RemoteSubmission([asks], Limits(), ops)
+        try:
+            inherited, attributes, decompositions, graded = child.call("plan")
+        finally:
+            child.close()
+        assert inherited and attributes > 0 and decompositions > 0 and graded > 0
