@@ -204,11 +204,17 @@ def _recv_exact(sock: socket.socket, size: int, deadline: float | None) -> bytes
     return b"".join(chunks)
 
 
-def recv(sock: socket.socket, deadline: float | None = None,
-         max_payload: int = MAX_PAYLOAD_BYTES) -> tuple[dict[str, Any], bytes]:
+def _recv_sizes(sock: socket.socket, deadline: float | None, max_payload: int) -> tuple[int, int]:
     head_len, payload_len = PREFIX.unpack(_recv_exact(sock, PREFIX.size, deadline))
     if head_len > MAX_HEADER_BYTES or payload_len > max_payload:
         raise ProtocolError(f"message too large ({head_len} header bytes, {payload_len} payload bytes)")
+    return head_len, payload_len
+
+
+def recv(sock: socket.socket, deadline: float | None = None,
+         max_payload: int = MAX_PAYLOAD_BYTES) -> tuple[dict[str, Any], bytes]:
+    """A message from the other side, every part of it checked: what the grader reads from the child."""
+    head_len, payload_len = _recv_sizes(sock, deadline, max_payload)
     try:
         header = loads(_recv_exact(sock, head_len, deadline), MAX_HEADER_DEPTH, MAX_HEADER_INT_DIGITS)
     except json.JSONDecodeError as exc:
@@ -218,6 +224,16 @@ def recv(sock: socket.socket, deadline: float | None = None,
     if not isinstance(header, dict):
         raise ProtocolError("header is not an object")
     return header, _recv_exact(sock, payload_len, deadline)
+
+
+def recv_from_grader(sock: socket.socket) -> tuple[dict[str, Any], bytes]:
+    """A message the grader sent, as the child reads it (autograder.child.serve): the grader's `pack` wrote
+    it, so it is UTF-8 JSON with no lone surrogate, no huge integer and no nesting deeper than an Encoder
+    allows, and the walk `loads` makes against a hostile writer (the child's side, for every request) finds
+    nothing.  The sizes are checked as `recv` checks them.  The grader never reads with this."""
+    head_len, payload_len = _recv_sizes(sock, None, MAX_PAYLOAD_BYTES)
+    header = json.loads(_recv_exact(sock, head_len, None))
+    return header, _recv_exact(sock, payload_len, None)
 
 
 _BUILTIN_EXCEPTIONS = frozenset(v for v in vars(builtins).values()

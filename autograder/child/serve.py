@@ -20,6 +20,8 @@ import sys
 import time
 from typing import Any
 
+from _signal import signal as _set_handler  # signal.signal, less the enum it makes of the handler it replaced
+
 # time left when loading stops, so the judge's own deadline (a little later) is never the one that fires
 LOAD_SLACK_SECONDS = 1.0
 
@@ -158,13 +160,13 @@ class Server:
         protocol = self.protocol
         while True:
             try:
-                request, payload = protocol.recv(self.sock)
+                request, payload = protocol.recv_from_grader(self.sock)
             except EOFError:
                 return
             decoder = protocol.Decoder(payload, self.make_tensor, self.object_by_key)
             reply: dict[str, Any] = {"id": request.get("id")}
             encoder = protocol.Encoder(self.tensor_bytes)
-            signal.signal(signal.SIGALRM, _alarm)
+            _set_handler(signal.SIGALRM, _alarm)  # again each time: the student's code may have replaced it
             signal.setitimer(signal.ITIMER_REAL, self.request_timeout)
             try:
                 args = decoder.decode(request.get("args", {"k": "list", "v": []}))
@@ -192,7 +194,7 @@ def _receive_cells(sock: socket.socket) -> list[str]:
     """The first message: the cells, from the trusted side (nothing student-written has run yet)."""
     from autograder import protocol
 
-    _, payload = protocol.recv(sock)
+    _, payload = protocol.recv_from_grader(sock)
     return json.loads(payload)
 
 
