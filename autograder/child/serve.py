@@ -198,6 +198,26 @@ def _receive_cells(sock: socket.socket) -> list[str]:
     return json.loads(payload)
 
 
+# the devices torch.manual_seed seeds besides the CPU by queueing a call for when the device starts, each
+# with the caller's formatted stack (a quarter of a millisecond; the notebooks seed dozens of times)
+LAZILY_SEEDED_DEVICES = ("cuda", "xpu", "mtia")
+
+
+def _nothing_to_seed(seed: int) -> None:
+    int(seed)  # refuses what the original refuses; there is no device to seed
+
+
+def skip_seeding_unbuilt_devices() -> None:
+    """In the zygote: a device this torch was built without can never start, so the seed queued for it is
+    never used; its manual_seed_all does nothing instead, in every child."""
+    import torch
+
+    for name in LAZILY_SEEDED_DEVICES:
+        built = getattr(getattr(torch, name, None), "_is_compiled", None)  # torch's own answer, if it has one
+        if built is not None and not built():
+            getattr(torch, name).manual_seed_all = _nothing_to_seed
+
+
 def prepare() -> None:
     """Runs once, in the zygote: torch and every module a child needs, imported before any child exists.  The
     first use of autograd imports parts of torch lazily: done here too, so that no request's timer ever
@@ -221,6 +241,7 @@ def prepare() -> None:
     from autograder.child import provenance
 
     provenance.neutralise_private(forbidden.refuse_route)  # for every child: none of them may run these
+    skip_seeding_unbuilt_devices()
     # everything imported so far lives as long as the process: out of the garbage collector's sight, no
     # child's collection walks it, which would cost time and copy every page it touches (fork shares them)
     gc.freeze()
