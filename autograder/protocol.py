@@ -64,6 +64,7 @@ class JSONRejected(ValueError):
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # how JSON text writes one (or half of a pair)
 _ASCII_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 _KEPT_FORMAT_CHARACTERS = {"\n", "\t", "\u200c", "\u200d"}  # line breaks, tabs; joiners inside words and emoji
 
@@ -78,11 +79,21 @@ def loads(data: bytes | str, max_depth: int, max_int_digits: int = 20) -> Any:
             data = bytes(data).decode("utf-8")  # json.loads would also guess UTF-16 and UTF-32
         except UnicodeDecodeError:
             raise JSONRejected("not UTF-8 text") from None
+    # The checks below only look where the text can hold what they refuse (hundreds of messages per
+    # submission, most of them small): an integer longer than max_int_digits needs that many digits in a row,
+    # a lone surrogate needs one in the text or a \u escape of one, and nesting deeper than max_depth needs
+    # more than max_depth brackets.  Where it can, each check runs in full, in the same order as always.
+    long_digits = re.search(f"[0-9]{{{max_int_digits + 1}}}", data) is not None
     try:
-        value = json.loads(data, parse_int=lambda text: _parse_int(text, max_int_digits))
+        if long_digits:
+            value = json.loads(data, parse_int=lambda text: _parse_int(text, max_int_digits))
+        else:
+            value = json.loads(data)
     except RecursionError:
         raise JSONRejected("nested too deeply") from None
-    _check_tree(value, max_depth)
+    surrogates = _SURROGATE.search(data) is not None or _SURROGATE_ESCAPE.search(data) is not None
+    if surrogates or data.count("[") + data.count("{") > max_depth:
+        _check_tree(value, max_depth, surrogates)
     return value
 
 
@@ -92,34 +103,36 @@ def _parse_int(text: str, max_digits: int) -> int:
     return int(text)
 
 
-def _check_tree(value: Any, max_depth: int) -> None:
-    """Depth and lone surrogates, walked with a stack of iterators: a recursive walk is what this guards
-    against, and a stack of all pending nodes would cost as much memory as the value itself."""
-    if type(value) is str:
+def _check_tree(value: Any, max_depth: int, strings: bool = True) -> None:
+    """Depth and, with `strings`, lone surrogates, walked with a stack of iterators: a recursive walk is what
+    this guards against, and a stack of all pending nodes would cost as much memory as the value itself."""
+    if type(value) is str and strings:
         _check_string(value)
     if type(value) not in (list, dict):
         return
-    stack = [(_children(value), 1)]
+    stack = [(_children(value, strings), 1)]
     while stack:
         items, depth = stack[-1]
         for item in items:
             kind = type(item)
             if kind is str:
-                _check_string(item)
+                if strings:
+                    _check_string(item)
             elif kind is list or kind is dict:
                 if depth >= max_depth:
                     raise JSONRejected(f"nested too deeply (more than {max_depth} levels)")
-                stack.append((_children(item), depth + 1))
+                stack.append((_children(item, strings), depth + 1))
                 break
         else:
             stack.pop()
 
 
-def _children(container: list | dict) -> Any:
+def _children(container: list | dict, strings: bool) -> Any:
     if type(container) is list:
         return iter(container)
-    for key in container:
-        _check_string(key)
+    if strings:
+        for key in container:
+            _check_string(key)
     return iter(container.values())
 
 
@@ -204,11 +217,17 @@ def _recv_exact(sock: socket.socket, size: int, deadline: float | None) -> bytes
     return b"".join(chunks)
 
 
-def recv(sock: socket.socket, deadline: float | None = None,
-         max_payload: int = MAX_PAYLOAD_BYTES) -> tuple[dict[str, Any], bytes]:
+def _recv_sizes(sock: socket.socket, deadline: float | None, max_payload: int) -> tuple[int, int]:
     head_len, payload_len = PREFIX.unpack(_recv_exact(sock, PREFIX.size, deadline))
     if head_len > MAX_HEADER_BYTES or payload_len > max_payload:
         raise ProtocolError(f"message too large ({head_len} header bytes, {payload_len} payload bytes)")
+    return head_len, payload_len
+
+
+def recv(sock: socket.socket, deadline: float | None = None,
+         max_payload: int = MAX_PAYLOAD_BYTES) -> tuple[dict[str, Any], bytes]:
+    """A message from the other side, every part of it checked: what the grader reads from the child."""
+    head_len, payload_len = _recv_sizes(sock, deadline, max_payload)
     try:
         header = loads(_recv_exact(sock, head_len, deadline), MAX_HEADER_DEPTH, MAX_HEADER_INT_DIGITS)
     except json.JSONDecodeError as exc:
@@ -218,6 +237,16 @@ def recv(sock: socket.socket, deadline: float | None = None,
     if not isinstance(header, dict):
         raise ProtocolError("header is not an object")
     return header, _recv_exact(sock, payload_len, deadline)
+
+
+def recv_from_grader(sock: socket.socket) -> tuple[dict[str, Any], bytes]:
+    """A message the grader sent, as the child reads it (autograder.child.serve): the grader's `pack` wrote
+    it, so it is UTF-8 JSON with no lone surrogate, no huge integer and no nesting deeper than an Encoder
+    allows, and the walk `loads` makes against a hostile writer (the child's side, for every request) finds
+    nothing.  The sizes are checked as `recv` checks them.  The grader never reads with this."""
+    head_len, payload_len = _recv_sizes(sock, None, MAX_PAYLOAD_BYTES)
+    header = json.loads(_recv_exact(sock, head_len, None))
+    return header, _recv_exact(sock, payload_len, None)
 
 
 _BUILTIN_EXCEPTIONS = frozenset(v for v in vars(builtins).values()

@@ -177,3 +177,27 @@ def test_disabled_implementations_raise_and_everything_else_works():
         "nn.TransformerEncoderLayer", "F.batch_norm", "F.rms_norm", "F.group_norm",
         "torch.ops.aten.native_layer_norm"}, report
     assert all(report[n] == "ForbiddenOperation" for n in report if n not in fine), report
+
+
+STALE_PLAN = """
+import json
+from autograder.child import forbidden
+first = forbidden.python_plan(["*layer_norm*"])
+again = forbidden.python_plan(["*layer_norm*"])
+import wave  # anything imported since: the plan may miss what it brought, so it is worked out again
+after_import = forbidden.python_plan(["*layer_norm*"])
+print(json.dumps([again is first, after_import is first, after_import == forbidden.python_plan(["*layer_norm*"]),
+                  "torch.nn.functional.layer_norm" in {f"{h}.{n}" for h, n in after_import.attributes}]))
+"""
+
+
+def test_a_plan_is_kept_until_the_process_imports_something():
+    """The zygote keeps one plan per pattern set; a rubric's preload imported since makes it stale."""
+    import subprocess
+    import sys
+
+    from autograder import REPO_ROOT as ROOT
+
+    done = subprocess.run([sys.executable, "-c", STALE_PLAN], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, False, True, True]

@@ -127,6 +127,34 @@ def test_decoder_raises_only_protocol_errors(node, payload):
         pass
 
 
+def _loads_in_full(text: str, max_depth: int) -> object:
+    """What protocol.loads does with every check run on every part of the text: the oracle for the one that
+    looks only where the text can hold what the checks refuse."""
+    try:
+        value = json.loads(text, parse_int=lambda digits: protocol._parse_int(digits, 20))
+    except RecursionError:
+        raise protocol.JSONRejected("nested too deeply") from None
+    protocol._check_tree(value, max_depth)
+    return value
+
+
+def _outcome(read, text: str, max_depth: int) -> tuple[str, str]:
+    try:
+        return "value", repr(read(text, max_depth))
+    except ValueError as exc:
+        return type(exc).__name__, str(exc)
+
+
+@FUZZ
+@given(json_values, raw_json, nesting, st.integers(min_value=0, max_value=40), st.booleans())
+@example(value=[], raw='"\\ud800"', levels=0, max_depth=3, as_object=False)
+@example(value=[], raw='[1,"\\ud83d\\ude00"]', levels=2, max_depth=3, as_object=True)
+@example(value=[], raw="1" * 21, levels=3, max_depth=3, as_object=False)
+def test_loads_refuses_exactly_what_checking_every_part_refuses(value, raw, levels, max_depth, as_object):
+    for text in (json.dumps(value), json.dumps(value, ensure_ascii=False), _nested(raw, levels, as_object)):
+        assert _outcome(protocol.loads, text, max_depth) == _outcome(_loads_in_full, text, max_depth), text[:200]
+
+
 @FUZZ
 @given(json_values, raw_json, nesting, st.integers(min_value=0, max_value=40))
 def test_loads_raises_only_value_errors(value, raw, levels, max_depth):

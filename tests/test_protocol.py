@@ -229,3 +229,33 @@ def test_clean_text_survives_values_whose_str_fails():
 def test_one_line_is_clean_text_without_line_breaks_or_tabs():
     assert protocol.one_line("a\r\nb\tc\x1b[2Jd\ud800", 100) == "a b c\ufffd[2Jd\ufffd"
     assert protocol.one_line("x" * 10, 5) == "xxxx…"
+
+
+def test_the_child_reads_the_graders_messages_without_the_hostile_input_walk(monkeypatch):
+    """What the grader's `pack` wrote has nothing `loads` guards against, so the child (which reads hundreds of
+    requests per submission) does not walk every header for it; the sizes are still checked."""
+    def walked(*_args):
+        raise AssertionError("the hostile-input walk ran")
+
+    monkeypatch.setattr(protocol, "_check_tree", walked)
+    monkeypatch.setattr(protocol, "_parse_int", walked)
+    encoder = protocol.Encoder(_tensor_bytes)
+    request = {"id": 12, "op": "call", "name": "f", "args": encoder.encode([torch.arange(4.0), 3, "é", {"k": [1.5]}])}
+    a, b = socket.socketpair()
+    with a, b:
+        protocol.send(a, request, encoder.blobs)
+        header, payload = protocol.recv_from_grader(b)
+        assert header == request
+        assert torch.equal(protocol.Decoder(payload, _make_tensor).decode(header["args"])[0], torch.arange(4.0))
+        a.sendall(protocol.PREFIX.pack(protocol.MAX_HEADER_BYTES + 1, 0))
+        with pytest.raises(protocol.ProtocolError, match="too large"):
+            protocol.recv_from_grader(b)
+
+
+def test_only_the_child_reads_without_the_hostile_input_walk():
+    """The grader reads everything the child sends with `recv`, every check made."""
+    from autograder import PACKAGE_DIR
+
+    readers = {path.relative_to(PACKAGE_DIR).as_posix() for path in PACKAGE_DIR.rglob("*.py")
+               if "recv_from_grader(" in path.read_text()}
+    assert readers and all(r.startswith("child/") or r == "protocol.py" for r in readers), readers

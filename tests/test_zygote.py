@@ -269,3 +269,48 @@ def test_the_gpt_decoders_preload_imports_in_the_zygote_past_torchs_swapped_priv
         assert child.call("loaded") == [True] * len(preload)
     finally:
         child.close()
+
+
+def test_the_zygote_works_out_what_a_child_disables_and_the_child_only_applies_it():
+    """Matching every name of torch's Python homes, decomposition tables and provenance's index against the
+    forbidden patterns is the same for every child of an assignment: done in the zygote, before the fork.  A
+    child that matched again would have stored a plan of its own, made in its own process."""
+    from autograder.grading.rubric import load_rubric
+    from autograder.host.remote import RemoteSubmission
+
+    ops = sorted(set(load_rubric("transformer_block").forbidden_ops))
+    asks = ("import os, sys\nforbidden = sys.modules['autograder.child.forbidden']\n"
+            f"def plan():\n    p = forbidden._PYTHON_PLANS[{tuple(ops)!r}]\n"
+            "    return [p.worked_out_in != os.getpid(), len(p.attributes), len(p.decompositions), len(p.graded)]\n")
+    for _ in range(2):  # the first child of a pattern set too
+        child = RemoteSubmission([asks], Limits(), ops)
+        try:
+            inherited, attributes, decompositions, graded = child.call("plan")
+        finally:
+            child.close()
+        assert inherited and attributes > 0 and decompositions > 0 and graded > 0
+
+
+def test_seeding_in_a_child_queues_nothing_for_devices_torch_was_built_without():
+    """torch.manual_seed also seeds CUDA, XPU and MTIA, by queueing a call with the caller's formatted stack
+    for when the device starts; one this torch was built without never starts, so the zygote turns that off
+    once.  The CPU's numbers are the same."""
+    import torch
+
+    from autograder.host.remote import RemoteSubmission
+
+    built = [name for name in ("cuda", "xpu", "mtia") if getattr(torch, name)._is_compiled()]
+    asks = ("import traceback, torch\n"
+            "def draw(seed):\n"
+            "    def formatted(*_args, **_kwargs):\n        raise AssertionError('a stack was formatted')\n"
+            "    traceback.format_stack = formatted\n"
+            "    torch.manual_seed(seed)\n"
+            "    return torch.rand(3).tolist()\n")
+    if built:  # a device this torch can start is seeded as torch seeds it
+        pytest.skip(f"torch here is built with {built}")
+    child = RemoteSubmission([asks], Limits(), [])
+    try:
+        drawn = child.call("draw", 7)
+    finally:
+        child.close()
+    assert drawn == torch.rand(3, generator=torch.Generator().manual_seed(7)).tolist()

@@ -17,10 +17,13 @@ A call then fails the request it belongs to on its own: the grade does not need 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import fnmatch
 import functools
+import os
 import re
 import sys
+import types
 import warnings
 from typing import Any, Callable, Iterable
 
@@ -118,22 +121,66 @@ def _disable_kernels(names: Iterable[str]) -> list[str]:
     return disabled
 
 
-def _disable_python(names: frozenset[str]) -> list[str]:
-    import torch._decomp
+@dataclasses.dataclass(frozen=True)
+class PythonPlan:
+    """What `disable` replaces at the Python level for one set of patterns, found by matching every name of
+    PYTHON_HOMES, every decomposition table entry and provenance's index of torch's functions against them
+    (thousands of matches).  The answer depends only on the patterns and on what the process has imported,
+    the same for every child of an assignment: the zygote works it out before it forks them
+    (autograder.child.zygote), and each child only applies it."""
+    attributes: tuple[tuple[str, str], ...]  # (home module, name): callables to replace by a refusal
+    decompositions: tuple[tuple[dict, Any], ...]  # (table, operator): entries to replace by a refusal
+    graded: tuple[tuple[types.FunctionType, str], ...]  # torch.nn's functions provenance swaps, with routes
+    state: tuple[int, ...]  # what the process held when the plan was worked out (_imported_state)
+    worked_out_in: int  # the process that did the matching (a child applying an inherited plan did none)
 
-    disabled = []
-    forbidden = matcher(names)
+
+_PYTHON_PLANS: dict[tuple[str, ...], PythonPlan] = {}
+
+
+def _imported_state() -> tuple[int, ...]:
+    """Changes whenever something a plan was worked out from can have grown: a module imported, a
+    decomposition registered, provenance's index scanned again (a rubric's preload in the zygote)."""
+    import torch._decomp
+    from autograder.child import provenance
+
+    return (len(sys.modules), len(torch._decomp.decomposition_table),
+            len(torch._decomp.pre_autograd_decomposition_table), provenance.index_scans())
+
+
+def python_plan(names: Iterable[str]) -> PythonPlan:
+    """The plan for `names`, worked out again only when the process imported something since."""
+    import torch._decomp
+    from autograder.child import provenance
+
+    key, state = tuple(sorted(set(names))), _imported_state()
+    known = _PYTHON_PLANS.get(key)
+    if known is not None and known.state == state:
+        return known
+    forbidden = matcher(key)
+    attributes = []
     for home in PYTHON_HOMES:
         module = sys.modules.get(home)
         for name in sorted(n for n in vars(module) if forbidden(n)) if module else ():
             if callable(getattr(module, name)):
-                setattr(module, name, refusal(name))
-                disabled.append(f"{home}.{name}")
-    for table in (torch._decomp.decomposition_table, torch._decomp.pre_autograd_decomposition_table):
-        for op in list(table):
-            if forbidden(getattr(getattr(op, "_overloadpacket", None), "__name__", "")):
-                table[op] = refusal(op._overloadpacket.__name__)
-                disabled.append(f"decomposition of {op}")
+                attributes.append((home, name))
+    decompositions = [(table, op)
+                      for table in (torch._decomp.decomposition_table, torch._decomp.pre_autograd_decomposition_table)
+                      for op in list(table)
+                      if forbidden(getattr(getattr(op, "_overloadpacket", None), "__name__", ""))]
+    graded = provenance.graded_functions(key, "torch.nn")
+    plan = _PYTHON_PLANS[key] = PythonPlan(tuple(attributes), tuple(decompositions), graded, state, os.getpid())
+    return plan
+
+
+def _disable_python(plan: PythonPlan) -> list[str]:
+    disabled = []
+    for home, name in plan.attributes:
+        setattr(sys.modules[home], name, refusal(name))
+        disabled.append(f"{home}.{name}")
+    for table, op in plan.decompositions:
+        table[op] = refusal(op._overloadpacket.__name__)
+        disabled.append(f"decomposition of {op}")
     return disabled
 
 
@@ -147,5 +194,6 @@ def disable(names: Iterable[str], notify: Callable[[str], None] = _ignore,
     names = frozenset(names)
     from autograder.child import provenance
 
-    graded = provenance.neutralise_graded(names, "torch.nn", refuse_route)
-    return _disable_kernels(sorted(names)) + _disable_python(names) + graded
+    plan = python_plan(names)  # before anything is replaced: inherited from the zygote, or worked out here
+    graded = provenance.neutralise_graded(plan.graded, refuse_route)
+    return _disable_kernels(sorted(names)) + _disable_python(plan) + graded

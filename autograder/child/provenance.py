@@ -130,7 +130,7 @@ class Index:
     still to refuse.  Built in the zygote; `scan` adds what later imports defined (the garbage collector lists
     only objects made since the zygote froze its imports)."""
 
-    def __init__(self) -> None:
+    def __init__(self, scan: bool = True) -> None:
         self.by_head: dict[str, list[types.FunctionType]] = {}
         self.private: list[tuple[types.FunctionType, str]] = []
         self.prints: set[tuple] = set()
@@ -138,9 +138,12 @@ class Index:
         # key -> (the original, its name, its route, the gate's code): handed to the audit hook, then dropped
         self.gated: dict[int, tuple[types.FunctionType, str, str, types.CodeType, bool]] = {}
         self.keys = 0
-        self.scan()
+        self.scans = 0
+        if scan:
+            self.scan()
 
     def scan(self) -> None:
+        self.scans += 1
         root, private = _torch_root(), _private_folders()
         for obj in gc.get_objects():
             if type(obj) is not types.FunctionType or not obj.__code__.co_filename.startswith(root):
@@ -203,20 +206,32 @@ def neutralise_private(refuse: Callable[[str], Any]) -> int:
     return swapped
 
 
-def neutralise_graded(patterns: Iterable[str], home: str, refuse: Callable[[str], Any]) -> list[str]:
-    """In the child, before the student's first line: the Python functions of torch's public modules under
-    `home` whose qualified name's first part matches one of `patterns` (a function, or a class: all its
-    methods) refuse from now on.  Returns their routes."""
+def graded_functions(patterns: Iterable[str], home: str) -> tuple[tuple[types.FunctionType, str], ...]:
+    """The Python functions of torch's public modules under `home` whose qualified name's first part matches
+    one of `patterns` (a function, or a class: all its methods), with their routes (what
+    autograder.child.forbidden.python_plan works out once, in the zygote)."""
     index = INDEX or Index()
     from autograder.child.forbidden import matcher
 
     matches = matcher(patterns)
-    chosen = [(function, f"{function.__module__}.{function.__qualname__}")
-              for head, functions in index.by_head.items() if matches(head)
-              for function in functions if (function.__module__ or "").startswith(home)]
-    _swap(chosen, refuse, index, gate_module_functions=False)
+    return tuple((function, f"{function.__module__}.{function.__qualname__}")
+                 for head, functions in index.by_head.items() if matches(head)
+                 for function in functions if (function.__module__ or "").startswith(home))
+
+
+def neutralise_graded(chosen: Iterable[tuple[types.FunctionType, str]], refuse: Callable[[str], Any]) -> list[str]:
+    """In the child, before the student's first line: the functions `graded_functions` chose refuse from now
+    on.  Returns their routes."""
+    chosen = list(chosen)
+    _swap(chosen, refuse, INDEX or Index(scan=False), gate_module_functions=False)
     _absorb()
     return [route for _, route in chosen]
+
+
+def index_scans() -> int:
+    """How many times the index has looked for torch's functions (0 before it exists): what it holds changes
+    only then."""
+    return INDEX.scans if INDEX is not None else 0
 
 
 def _codes_refused(codes: Iterable[types.CodeType], prints: set[tuple]) -> bool:

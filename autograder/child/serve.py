@@ -20,6 +20,8 @@ import sys
 import time
 from typing import Any
 
+from _signal import signal as _set_handler  # signal.signal, less the enum it makes of the handler it replaced
+
 # time left when loading stops, so the judge's own deadline (a little later) is never the one that fires
 LOAD_SLACK_SECONDS = 1.0
 
@@ -158,13 +160,13 @@ class Server:
         protocol = self.protocol
         while True:
             try:
-                request, payload = protocol.recv(self.sock)
+                request, payload = protocol.recv_from_grader(self.sock)
             except EOFError:
                 return
             decoder = protocol.Decoder(payload, self.make_tensor, self.object_by_key)
             reply: dict[str, Any] = {"id": request.get("id")}
             encoder = protocol.Encoder(self.tensor_bytes)
-            signal.signal(signal.SIGALRM, _alarm)
+            _set_handler(signal.SIGALRM, _alarm)  # again each time: the student's code may have replaced it
             signal.setitimer(signal.ITIMER_REAL, self.request_timeout)
             try:
                 args = decoder.decode(request.get("args", {"k": "list", "v": []}))
@@ -192,8 +194,28 @@ def _receive_cells(sock: socket.socket) -> list[str]:
     """The first message: the cells, from the trusted side (nothing student-written has run yet)."""
     from autograder import protocol
 
-    _, payload = protocol.recv(sock)
+    _, payload = protocol.recv_from_grader(sock)
     return json.loads(payload)
+
+
+# the devices torch.manual_seed seeds besides the CPU by queueing a call for when the device starts, each
+# with the caller's formatted stack (a quarter of a millisecond; the notebooks seed dozens of times)
+LAZILY_SEEDED_DEVICES = ("cuda", "xpu", "mtia")
+
+
+def _nothing_to_seed(seed: int) -> None:
+    int(seed)  # refuses what the original refuses; there is no device to seed
+
+
+def skip_seeding_unbuilt_devices() -> None:
+    """In the zygote: a device this torch was built without can never start, so the seed queued for it is
+    never used; its manual_seed_all does nothing instead, in every child."""
+    import torch
+
+    for name in LAZILY_SEEDED_DEVICES:
+        built = getattr(getattr(torch, name, None), "_is_compiled", None)  # torch's own answer, if it has one
+        if built is not None and not built():
+            getattr(torch, name).manual_seed_all = _nothing_to_seed
 
 
 def prepare() -> None:
@@ -219,6 +241,7 @@ def prepare() -> None:
     from autograder.child import provenance
 
     provenance.neutralise_private(forbidden.refuse_route)  # for every child: none of them may run these
+    skip_seeding_unbuilt_devices()
     # everything imported so far lives as long as the process: out of the garbage collector's sight, no
     # child's collection walks it, which would cost time and copy every page it touches (fork shares them)
     gc.freeze()

@@ -89,7 +89,9 @@ def _spawn(request: dict, fds: list[int]) -> int:
     from autograder.child import forbidden
 
     _preload(request["spawn"].get("preload", ()))
-    forbidden.kernel_plan(tuple(sorted(request["spawn"].get("forbidden_ops", ()))))  # inherited by the child
+    forbidden_ops = request["spawn"].get("forbidden_ops", ())
+    forbidden.kernel_plan(tuple(sorted(forbidden_ops)))  # inherited by the child
+    forbidden.python_plan(forbidden_ops)  # so is this, after the preload: worked out from what the child holds
     pid = os.fork()
     if pid == 0:
         signal.set_wakeup_fd(-1)

@@ -76,7 +76,7 @@ def assert_close(actual: Any, expected: torch.Tensor, *, what: str, inputs: str 
         lines.append(f"  your value is off by a relative error of about {rel:.0e}")
     elif bool(finite.any()):
         diff = torch.where(finite, (a - e).abs(), torch.zeros_like(a))
-        worst = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape)) if diff.dim() else ()
+        worst = _unravel(int(diff.argmax()), diff.shape)
         scale = float(e.abs().max())
         significant = finite & (e.abs() >= 1e-3 * scale) & (e.abs() > 0)
         rel = float((diff[significant] / e.abs()[significant]).max()) if bool(significant.any()) else float("nan")
@@ -93,6 +93,16 @@ def assert_close(actual: Any, expected: torch.Tensor, *, what: str, inputs: str 
         if bool(within_tolerance(a, tensor.detach().to(torch.float64), atol, rtol).all()):
             shown.append(hint)
     fail("\n".join(lines), error_map(what, a, e, atol, rtol), hints=[*shown, *hints])
+
+
+def _unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
+    """torch.unravel_index, without the first call's import of torch's symbolic shapes and sympy (a second of
+    CPU in every grading process)."""
+    index = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    return tuple(reversed(index))
 
 
 def is_close(actual: Any, expected: torch.Tensor, *, atol: float, rtol: float = 0.0) -> bool:

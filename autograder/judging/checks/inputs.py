@@ -2,6 +2,7 @@
 student's use of it."""
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -16,9 +17,31 @@ def generator(seed: int) -> torch.Generator:
 
 def randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32, mean: float = 0.0, std: float = 1.0
           ) -> torch.Tensor:
-    """Normal samples, drawn in float64 from a fixed seed, then rounded to `dtype`."""
+    """Normal samples, drawn in float64 from a fixed seed, then rounded to `dtype`.  The suites ask for the
+    same samples for every submission (a thousand draws each): drawn once per process, and each caller gets
+    its own copy, so changing it changes no one else's."""
+    mean_key, std_key = _exact(mean), _exact(std)
+    if mean_key is None or std_key is None or type(seed) is not int or any(type(n) is not int for n in shape):
+        return _draw(shape, seed, dtype, mean, std)
+    return _drawn(shape, seed, dtype, mean_key, std_key).clone()
+
+
+def _exact(number: object) -> str | None:
+    """A number's exact spelling as a float (0.0 and -0.0 are equal keys, but not the same draw), or None for
+    what is not plainly one."""
+    if type(number) is float or (type(number) is int and abs(number) <= 2 ** 53):
+        return float(number).hex()
+    return None
+
+
+def _draw(shape: tuple, seed: int, dtype: torch.dtype, mean: Any, std: Any) -> torch.Tensor:
     x = torch.randn(*shape, generator=generator(seed), dtype=torch.float64)
     return (x * std + mean).to(dtype)
+
+
+@functools.lru_cache(maxsize=2048)  # a few hundred distinct draws per suite
+def _drawn(shape: tuple[int, ...], seed: int, dtype: torch.dtype, mean: str, std: str) -> torch.Tensor:
+    return _draw(shape, seed, dtype, float.fromhex(mean), float.fromhex(std))
 
 
 def random_bool_mask(*shape: int, seed: int) -> torch.Tensor:
