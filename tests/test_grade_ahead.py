@@ -83,21 +83,24 @@ def test_each_student_gets_their_own_grade_ahead_and_nothing_is_left_behind(tmp_
     entries = [Entry("full", write_notebook(student_notebook(ASSIGNMENT), root / "full" / "nb.ipynb"), root),
                Entry("blank", write_notebook(student_notebook(ASSIGNMENT, solved=False), root / "blank" / "nb.ipynb"),
                      root)]
-    ahead = GradeAhead(object(), entries, ASSIGNMENT, Limits(), jobs=2)
+    ahead = GradeAhead(entries, ASSIGNMENT, Limits(), jobs=2)
+    helpers = []
     try:
-        assert ahead.result_file("nobody") is None  # not graded ahead: at once, without waiting
+        with ahead.result("nobody") as stored:  # not graded ahead: at once, without waiting
+            assert stored is None
         rubric = load_rubric(ASSIGNMENT)
         scores = {}
         for student in ("full", "blank"):
-            stored = ahead.result_file(student)
-            assert stored is not None, (ahead.folder / "ahead.log").read_text()
-            scores[student] = from_gradescope(json.loads(stored.read_text()), rubric).score
+            helpers = helpers or psutil.Process(ahead.process.pid).children(recursive=True)
+            with ahead.result(student) as stored:
+                assert stored is not None, (ahead.folder / "ahead.log").read_text()
+                scores[student] = from_gradescope(json.loads(stored.read_text()), rubric).score
         assert scores == {"full": 100, "blank": 0}
-        helpers = psutil.Process(ahead.process.pid).children(recursive=True)
+        # every result taken: the process has ended and no grade stays behind on disk
+        assert ahead.stopped and ahead.process.returncode == 0 and not ahead.folder.exists()
     finally:
         ahead.stop()
-    assert ahead.process.returncode == 0 and not ahead.folder.exists()
-    assert not [p for p in helpers if _running(p)]  # the workers, the zygote, its children: all gone
+    assert helpers and not [p for p in helpers if _running(p)]  # the workers, the zygote, its children: all gone
 
 
 def _running(process: psutil.Process, within: float = 10) -> bool:
@@ -111,7 +114,7 @@ def _running(process: psutil.Process, within: float = 10) -> bool:
 def test_grading_ahead_ends_when_its_caller_is_done_before_it(tmp_path):
     root = tmp_path / "submitted"
     notebook = write_notebook(student_notebook(ASSIGNMENT), root / "s" / "nb.ipynb")
-    ahead = GradeAhead(object(), [Entry(f"s{i}", notebook, root) for i in range(40)], ASSIGNMENT, Limits(), jobs=2)
+    ahead = GradeAhead([Entry(f"s{i}", notebook, root) for i in range(40)], ASSIGNMENT, Limits(), jobs=2)
     time.sleep(3)  # started, and grading
     helpers = psutil.Process(ahead.process.pid).children(recursive=True)
     started = time.monotonic()
@@ -119,6 +122,31 @@ def test_grading_ahead_ends_when_its_caller_is_done_before_it(tmp_path):
     assert time.monotonic() - started < 10 and ahead.process.returncode is not None
     assert not ahead.folder.exists()
     assert not [p for p in helpers if _running(p)]
+
+
+def test_grading_ahead_is_decided_once_per_autograde_run_and_only_where_it_can_pay(course, monkeypatch):
+    from autograder.nbgrader import ahead as ahead_module
+
+    class Run(SimpleNamespace):  # nbgrader's converter: one object per autograde run
+        __hash__ = object.__hash__
+
+    said = []
+    one = Run(**vars(converter(course)))
+    one.assignments = {k: v for k, v in one.assignments.items() if "/c/" in k}
+    assert ahead_module.grade_ahead(one, "c", ASSIGNMENT, ASSIGNMENT, Limits(), 2, said.append) is None  # alone
+    assert ahead_module.grade_ahead(object(), "c", ASSIGNMENT, ASSIGNMENT, Limits(), 2, said.append) is None
+    run = Run(**vars(converter(course)))
+    assert ahead_module.grade_ahead(run, "a", ASSIGNMENT, ASSIGNMENT, Limits(), 0, said.append) is None  # off
+    monkeypatch.setattr(ahead_module.sys, "executable", str(course / "no-such-python"))
+    temporary = course / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(ahead_module.tempfile, "tempdir", str(temporary))
+    run = Run(**vars(converter(course)))
+    assert ahead_module.grade_ahead(run, "a", ASSIGNMENT, ASSIGNMENT, Limits(), 2, said.append) is None
+    assert len(said) == 1 and said[0].startswith("could not grade ahead (FileNotFoundError")
+    assert ahead_module.grade_ahead(run, "b", ASSIGNMENT, ASSIGNMENT, Limits(), 2, said.append) is None
+    assert len(said) == 1  # decided on the run's first notebook, not tried again for each
+    assert not list(temporary.iterdir())  # its folder went with it
 
 
 # --- CheckCellMetadata ------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ grading ahead changes when a grade is made, never what it is.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import re
@@ -20,8 +21,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import weakref
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from autograder.grading.ahead import spec_line
 from autograder.grading.batch import Entry, result_path
@@ -77,21 +79,29 @@ def submissions_from(converter: Any, student_id: str, assignment_id: str) -> lis
 
 class GradeAhead:
     """One autograder.grading.ahead process and the folder its results go to; which students it has finished
-    (graded or not) comes back on its standard output, one line each."""
+    (graded or not) comes back on its standard output, one line each.  Once every student's result has been
+    taken (`result`), the folder is removed: no student's grade stays behind in a long-lived process (the
+    formgrader's)."""
 
-    def __init__(self, converter: Any, entries: list[Entry], assignment: str, limits: Limits, jobs: int) -> None:
-        self.converter = converter
+    def __init__(self, entries: list[Entry], assignment: str, limits: Limits, jobs: int) -> None:
         self.students = {entry.student for entry in entries}
         self.finished: set[str] = set()
+        self.taken: set[str] = set()
+        self.stopped = False
         self.changed = threading.Condition()
         self.folder = Path(tempfile.mkdtemp(prefix="autograder-ahead-"))
         self.errors = (self.folder / "ahead.log").open("wb")
-        self.process = subprocess.Popen([sys.executable, "-m", "autograder.grading.ahead"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=self.errors)
+        try:
+            self.process = subprocess.Popen([sys.executable, "-m", "autograder.grading.ahead"],
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors)
+        except OSError:
+            self.errors.close()
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
+        atexit.register(self.stop)
         self.process.stdin.write(spec_line(assignment, limits, jobs, self.folder / "results", entries))
         self.process.stdin.flush()
         threading.Thread(target=self._listen, daemon=True, name="ahead").start()
-        atexit.register(self.stop)
 
     def _listen(self) -> None:
         for line in self.process.stdout:
@@ -106,22 +116,32 @@ class GradeAhead:
             self.finished.update(self.students)  # it ended: nothing more will come
             self.changed.notify_all()
 
-    def result_file(self, student: str) -> Path | None:
-        """The result written for `student` once it has been graded ahead (waiting for it); None when the
-        student was not among those graded ahead, or the grading of it failed."""
-        if student not in self.students:
-            return None
+    @contextlib.contextmanager
+    def result(self, student: str) -> Iterator[Path | None]:
+        """The result written for `student` once it has been graded ahead (waiting for it), to read inside the
+        block; None when the student was not among those graded ahead, or the grading of it failed."""
+        if student not in self.students or self.stopped:
+            yield None
+            return
         with self.changed:
             self.changed.wait_for(lambda: student in self.finished)
         path = result_path(self.folder / "results", student)
-        return path if path.is_file() else None
+        try:
+            yield path if path.is_file() else None
+        finally:
+            self.taken.add(student)
+            if self.taken >= self.students:
+                self.stop()
 
     def stop(self) -> None:
         """Ends the process (closing its input tells it to, unless it has finished already) and removes its
         folder."""
+        if self.stopped:
+            return
+        self.stopped = True
         with self.changed:
             finished = self.finished >= self.students
-        if not finished and not self.process.stdin.closed:
+        if not finished:
             self.process.stdin.close()
         try:
             self.process.wait(timeout=10)
@@ -134,27 +154,36 @@ class GradeAhead:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-_running: list[GradeAhead] = []  # this process's, one per autograde converter
+# this process's grading ahead, by autograde run (nbgrader's converter); None for a run that has none
+_runs: weakref.WeakKeyDictionary[Any, GradeAhead | None] = weakref.WeakKeyDictionary()
 
 
 def grade_ahead(converter: Any, student_id: str, assignment_id: str, rubric: str, limits: Limits, jobs: int,
                 log: Callable[[str], None], reusable: Callable[[str], bool] = lambda student: False
                 ) -> GradeAhead | None:
-    """The grading ahead of this autograde run: started on its first notebook (`student_id`'s of `assignment_id`),
-    with that one and those of the assignment that come after it, graded against `rubric`, but for the students whose grade is `reusable` from elsewhere; None when there
-    are none, or `jobs` < 1, or `converter` is not nbgrader's."""
-    for ahead in _running:
-        if ahead.converter is converter:
-            return ahead
-    if jobs < 1 or not all(hasattr(converter, name) for name in ("assignments", "coursedir", "force")):
-        return None
-    root = Path(converter.coursedir.root) / converter.coursedir.submitted_directory
-    entries = [Entry(display_name(student), notebook, root)
-               for student, notebook in submissions_from(converter, student_id, assignment_id) if not reusable(display_name(student))]
-    if not entries:
-        return None
-    jobs = min(jobs, len(entries))
-    ahead = GradeAhead(converter, entries, rubric, limits, jobs)
-    _running.append(ahead)
-    log(f"grading {len(entries)} submission{'s' if len(entries) != 1 else ''} ahead, {jobs} at a time")
+    """The grading ahead of this autograde run, decided on its first notebook (`student_id`'s of
+    `assignment_id`): that one and those of the assignment that come after it, graded against `rubric`, but
+    for the students whose grade is `reusable` from elsewhere.  None when there are fewer than two (nothing
+    to gain), `jobs` < 1, `converter` is not nbgrader's, or the process cannot start."""
+    try:
+        return _runs[converter]
+    except (KeyError, TypeError):  # TypeError: not an object a weak reference can hold (not nbgrader's)
+        pass
+    ahead = None
+    if jobs >= 1 and all(hasattr(converter, name) for name in ("assignments", "coursedir", "force")):
+        root = Path(converter.coursedir.root) / converter.coursedir.submitted_directory
+        entries = [Entry(display_name(student), notebook, root)
+                   for student, notebook in submissions_from(converter, student_id, assignment_id)
+                   if not reusable(display_name(student))]
+        if len(entries) >= 2:
+            jobs = min(jobs, len(entries))
+            try:
+                ahead = GradeAhead(entries, rubric, limits, jobs)
+                log(f"grading {len(entries)} submissions ahead, {jobs} at a time")
+            except OSError as exc:  # each notebook is graded in its turn, as without
+                log(f"could not grade ahead ({type(exc).__name__}: {exc}): each notebook is graded in its turn")
+    try:
+        _runs[converter] = ahead
+    except TypeError:
+        pass
     return ahead

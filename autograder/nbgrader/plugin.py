@@ -494,8 +494,9 @@ class SandboxedGrading(_LimitTraits):
             path = Path(tmp) / f"{notebook}.ipynb"
             nbformat.write(grading_copy(nb), str(path))
             result = self.reused(path, student, rubric)
-            if result is None and ahead is not None and (stored := ahead.result_file(student)) is not None:
-                result = self.stored(stored, path, student, rubric)
+            if result is None and ahead is not None:
+                with ahead.result(student) as stored:
+                    result = None if stored is None else self.stored(stored, path, student, rubric)
                 if result is not None:
                     self.log.info("%s graded: %s / %s, isolation %s (ahead, in parallel)", student, result.score,
                                   result.max_score, result.load.isolation)
