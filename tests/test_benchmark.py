@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -31,6 +32,14 @@ def test_the_sampler_counts_a_grandchild_started_after_it():
     assert len(sampler.samples) >= 3  # every half second when the machine is idle
     assert 0 < sampler.cpu_seconds < 1.5
     assert sampler.peak >= 96 * MB
+
+
+def test_the_sampler_sees_the_results_a_way_wrote_after_its_last_periodic_sample():
+    done = [0]
+    with MemorySampler(lambda: [], progress=lambda: done[0], interval=60) as sampler:
+        time.sleep(0.2)
+        done[0] = 4  # the way ends between two samples: without a last one, steady_rate never sees the end
+    assert [s.done for s in sampler.samples] == [0, 4]
 
 
 def test_peaks_of_the_two_halves_of_a_class():

@@ -123,6 +123,7 @@ class MemorySampler:
             self.cpu_seconds += time.thread_time() - started
             if self._stop.wait(self.interval):
                 break
+        self.sample()  # once more when the way has ended: its last results, which steady_rate reads
 
     def sample(self) -> None:
         pss = tree_pss(self.roots())
