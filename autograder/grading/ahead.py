@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 from concurrent.futures import as_completed
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,6 @@ from autograder.model.limits import Limits
 
 def spec_line(assignment: str, limits: Limits, jobs: int, out: Path, entries: list[Entry]) -> bytes:
     """What the caller writes on this process's standard input."""
-    from dataclasses import asdict
-
     return (json.dumps({"assignment": assignment, "limits": asdict(limits), "jobs": jobs, "out": str(out),
                         "entries": [[e.student, str(e.path), str(e.root)] for e in entries]}) + "\n").encode()
 
