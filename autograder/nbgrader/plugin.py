@@ -477,7 +477,8 @@ class SandboxedGrading(_LimitTraits):
 
     def ahead(self, resources: dict[str, Any]) -> GradeAhead | None:
         """This autograde run's grading ahead (started on its first notebook), if it has one."""
-        jobs = self.grade_ahead if self.grade_ahead >= 0 else (cores() if cores() >= 2 else 0)
+        available = cores()
+        jobs = self.grade_ahead if self.grade_ahead >= 0 else (available if available >= 2 else 0)
         if jobs < 1 or (not self.allow_unisolated and isolation_refused()):
             return None  # unisolated: each notebook is refused in its turn, as below
         converter = getattr(self.parent, "parent", None)  # the exporter's: nbgrader's Autograde
