@@ -186,6 +186,12 @@ def read_manifest(path: Path) -> Manifest:
     return manifest
 
 
+def has_rubric(assignment: str) -> bool:
+    """Whether the kit grades `assignment` with a rubric of its own; every other assignment of a course is an
+    ordinary nbgrader one (its test cells decide)."""
+    return (ASSIGNMENTS / assignment / "rubric.toml").is_file()
+
+
 def load_rubric(assignment: str, notebook: Path | None = None) -> Rubric:
     """`notebook` is the one whose cells `skip_when_unchanged` names: by default the committed release,
     which submissions are compared with; the release generator checks the source notebook it releases."""
