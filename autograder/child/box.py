@@ -80,6 +80,8 @@ def compute_view(box: Box) -> None:
         box.readable = view.readable_paths(engine, box.config["root"])
     except view.HiddenInView as exc:
         raise IsolationError(str(exc)) from None
+    if box.config.get("files"):  # an ordinary notebook's own files, gathered by the grader (copy_files)
+        box.readable = [*box.readable, os.path.realpath(box.config["files"])]
 
 
 def pick_uid(box: Box) -> None:
@@ -239,6 +241,22 @@ def hide_kit(box: Box) -> None:
         sys.path.remove(box.config["root"])
 
 
+def copy_files(box: Box) -> None:
+    """An ordinary notebook's own files (its data, beside it in the assignment folder), copied into its home:
+    the grader gathered them into a folder of their own, shown read-only, and the notebook reads and writes
+    them where it runs, as under nbgrader.  Only folders and regular files were gathered."""
+    source = box.config.get("files")
+    if not source:
+        return
+    for folder, names, files in os.walk(source):
+        target = os.path.join(box.home or os.getcwd(), os.path.relpath(folder, source))
+        os.makedirs(target, exist_ok=True)
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as src, open(os.path.join(target, name), "wb") as dst:
+                while chunk := src.read(1 << 20):
+                    dst.write(chunk)
+
+
 def seed_random(box: Box) -> None:
     """A submission drawing from the global RNGs sees the same numbers on every run, or its grade would
     depend on the run."""
@@ -267,6 +285,9 @@ KERNEL: dict[int, tuple[Step, ...]] = {
                     check_capabilities, restrict_landlock, install_seccomp, parent_death_signal, move_home),
 }
 INTERPRETER: tuple[Step, ...] = (start_recorder, disable_forbidden, hide_kit, seed_random, audit_provenance)
+# an ordinary notebook (autograder.child.notebook) imports what it likes, native code included, as under
+# nbgrader: the kernel's walls are its sandbox, and its own test cells decide its grade
+NOTEBOOK: tuple[Step, ...] = (hide_kit, copy_files)
 
 
 def _run(box: Box, steps: tuple[Step, ...]) -> None:
@@ -290,7 +311,7 @@ def enter_box(config: Mapping[str, Any]) -> Box:
     box = Box(config)
     try:
         _run(box, (choose_tier,))
-        _run(box, KERNEL[box.tier] + INTERPRETER)
+        _run(box, KERNEL[box.tier] + (NOTEBOOK if box.config.get("mode") == "notebook" else INTERPRETER))
     except Exception as exc:  # noqa: BLE001 - any failure here means "not isolated", never "run anyway"
         box.refusal = (f"the sandbox could not be set up ({box.ran[-1]}: {exc}); the submission was not run")
     return box

@@ -22,6 +22,8 @@ from typing import Any
 
 from _signal import signal as _set_handler  # signal.signal, less the enum it makes of the handler it replaced
 
+NOTEBOOK_MODE = "notebook"  # config["mode"] of an ordinary notebook's child (autograder.child.notebook)
+
 # time left when loading stops, so the judge's own deadline (a little later) is never the one that fires
 LOAD_SLACK_SECONDS = 1.0
 
@@ -224,7 +226,7 @@ def prepare() -> None:
     interrupts an import half-way."""
     import torch
     from autograder import protocol  # noqa: F401 - imported for the children
-    from autograder.child import box, forbidden, isolation, vjp  # noqa: F401
+    from autograder.child import box, forbidden, isolation, notebook, vjp  # noqa: F401
     from autograder.child.op_recorder import OpRecorder
 
     torch.set_num_threads(1)
@@ -282,6 +284,11 @@ def run(config: dict[str, Any], sock: socket.socket) -> None:
                          "steps": box.ran})
     if box.refusal is not None:
         sys.exit(3)
+    if config.get("mode") == NOTEBOOK_MODE:  # an ordinary nbgrader notebook: its own test cells decide
+        from autograder.child.notebook import run_notebook
+
+        run_notebook(sock, cells, float(config["cell_timeout"]))
+        return
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     server = Server(sock, namespace, config, box.recorder)
     errors = run_cells(cells, namespace, float(config["cell_timeout"]), float(config["load_seconds"]),

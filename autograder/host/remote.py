@@ -18,7 +18,7 @@ from autograder import protocol
 from autograder.model.load_report import LoadReport, Notice, NoticeKind
 from autograder.model.interrupts import JudgingInterrupted
 from autograder.model.limits import Limits
-from autograder.host.sandbox import Sandbox, ZygoteFailed, isolation_name
+from autograder.host.sandbox import Sandbox, ZygoteFailed, child_notices, isolation_name
 from autograder.model.submission import (ModuleHandle, ModuleInfo, NotRun, Opaque, StudentError, Submission,
                                    SubmissionBroken)
 
@@ -80,17 +80,6 @@ def parse_ready(header: dict[str, Any], cells: int) -> tuple[list[dict[str, Any]
     if header.get("ready") is not True or type(errors) is not list or len(errors) > cells:
         raise Malformed("malformed report after loading")
     return [_cell_error(e, cells) for e in errors], set(_texts(header.get("names"), 1000, 200))
-
-
-def child_notices(texts: list[Any], isolated: bool) -> list[Notice]:
-    """The notices of a child's first message, each of kind CHILD whatever it says, led by the host's own
-    UNISOLATED notice when the host started the child without isolation (`isolated` is how it started it,
-    never what the child wrote).  The child's words for the same are dropped: said once."""
-    notices = [Notice(NoticeKind.CHILD, protocol.clean_text(n, 500)) for n in texts[:50]]
-    if isolated:
-        return notices
-    return [Notice(NoticeKind.UNISOLATED, protocol.UNISOLATED_NOTICE),
-            *(n for n in notices if n.text != protocol.UNISOLATED_NOTICE)]
 
 
 class RemoteSubmission(Submission):

@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from autograder import REPO_ROOT
 from autograder import protocol
@@ -62,6 +63,17 @@ def isolation_name(limits: Limits) -> str:
         return "none (graded WITHOUT isolation, as the grader allowed)"
     tier, _ = isolation_tier()
     return TIER_NAMES.get(tier, "none")
+
+
+def child_notices(texts: list[Any], isolated: bool) -> list[Notice]:
+    """The notices of a child's first message, each of kind CHILD whatever it says, led by the host's own
+    UNISOLATED notice when the host started the child without isolation (`isolated` is how it started it,
+    never what the child wrote).  The child's words for the same are dropped: said once."""
+    notices = [Notice(NoticeKind.CHILD, protocol.clean_text(n, 500)) for n in texts[:50]]
+    if isolated:
+        return notices
+    return [Notice(NoticeKind.UNISOLATED, protocol.UNISOLATED_NOTICE),
+            *(n for n in notices if n.text != protocol.UNISOLATED_NOTICE)]
 
 
 class Cgroup:
@@ -265,7 +277,9 @@ class Zygote:
 class Sandbox:
     def __init__(self, cells: list[str], limits: Limits, forbidden_ops: list[str],
                  skip_cells: dict[int, str] | None = None, load_seconds: float | None = None,
-                 preload: list[str] | None = None) -> None:
+                 preload: list[str] | None = None, mode: str = "kit", files: Path | None = None) -> None:
+        """`mode` "notebook" runs an ordinary notebook's cells (autograder.child.notebook) instead of answering
+        the judge's requests; `files` is a folder of its own files, copied into its home before its first cell."""
         self.limits = limits
         self.notices: list[Notice] = []  # what the host saw of the sandbox: kind SANDBOX
         # the child builds its root file system on this empty directory inside its own mount namespace (the
@@ -279,7 +293,8 @@ class Sandbox:
                   "request_timeout": limits.request_timeout, "forbidden_ops": forbidden_ops,
                   "skip_cells": {str(k): v for k, v in (skip_cells or {}).items()},
                   "rlimits": rlimits(limits), "processes": limits.processes, "preload": preload or [],
-                  "tier": isolation_tier()[0] if limits.isolate else 0}
+                  "tier": isolation_tier()[0] if limits.isolate else 0, "mode": mode,
+                  "files": str(files) if files is not None else None}
         self.cgroup = Cgroup.create(self.notices, limits.memory_mb << 20) if limits.isolate else None
         self.tier = config["tier"]
         self.started = time.monotonic()

@@ -64,7 +64,7 @@ from autograder.nbgrader.ahead import GradeAhead, cores, grade_ahead
 from autograder.nbgrader.pictures import evidence_outputs
 from autograder.grading.result import GradeResult, display_name
 from autograder.grading.results_json import from_gradescope, gradescope, message_text, summary
-from autograder.grading.rubric import PartScore, Rubric, load_rubric, score
+from autograder.grading.rubric import PartScore, Rubric, has_rubric, load_rubric, score
 from autograder.model.limits import Limits, knobs
 from autograder.host.sandbox import isolation_refused
 from autograder.host.intake import UnreadableSubmission, read_submission
@@ -76,10 +76,20 @@ from autograder.model.cells import code_text, grade_id_of, is_check_cell, last_c
 KIT = "autograder"
 
 
-def _rubric(config: Any, assignment_id: str) -> Rubric:
-    """The rubric SandboxedGrading grades against: c.SandboxedGrading.assignment, else nbgrader's assignment."""
+def _kit_assignment(config: Any, assignment_id: str) -> str:
+    """The kit's assignment SandboxedGrading grades against: c.SandboxedGrading.assignment, else nbgrader's."""
     configured = config.get("SandboxedGrading", {}).get("assignment", "") if config is not None else ""
-    return load_rubric(configured if isinstance(configured, str) and configured else assignment_id)
+    return configured if isinstance(configured, str) and configured else assignment_id
+
+
+def is_ordinary(config: Any, assignment_id: str) -> bool:
+    """An assignment the kit has no rubric for: nbgrader's own, graded by its test cells (autograder.nbgrader.
+    ordinary).  The kit's reading and cell rules are for its own assignments; an ordinary one keeps nbgrader's."""
+    return not has_rubric(_kit_assignment(config, assignment_id))
+
+
+def _rubric(config: Any, assignment_id: str) -> Rubric:
+    return load_rubric(_kit_assignment(config, assignment_id))
 
 
 # --- reading the submission ---------------------------------------------------------------------------------
@@ -170,7 +180,8 @@ class SubmissionExporter(NotebookExporter):
     must be refused, a notebook carrying the reason."""
 
     def from_filename(self, filename: str, resources: dict | None = None, **kw: Any):
-        if not getattr(self.parent, "_sanitizing", True):  # the second pass reads what nbgrader itself wrote
+        ordinary = resources is not None and is_ordinary(self.config, resources["nbgrader"]["assignment"])
+        if ordinary or not getattr(self.parent, "_sanitizing", True):  # the second pass reads nbgrader's own file
             return super().from_filename(filename, resources, **kw)
         path = Path(filename)
         resources = {} if resources is None else resources
@@ -269,6 +280,8 @@ class ReleaseCells(NbGraderPreprocessor):
     cell's nbgrader metadata goes (one marked as a test cell is marked not to run when grading)."""
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        if is_ordinary(self.config, resources["nbgrader"]["assignment"]):
+            return nb, resources  # nbgrader's own rules, unchanged
         release = {cell.name: cell for cell in release_cells(resources)}
         student = display_name(resources["nbgrader"]["student"])  # for the log: a folder name is hostile
         nb.metadata.pop(KIT, None)
@@ -432,6 +445,11 @@ class SandboxedGrading(_LimitTraits):
         return Limits(**{knob.field: knob.limit_value(getattr(self, knob.name)) for knob in knobs()})
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        if not has_rubric(self.assignment or resources["nbgrader"]["assignment"]):
+            self.require_sandbox()
+            from autograder.nbgrader.ordinary import grade_ordinary
+
+            return grade_ordinary(self, nb, resources, self.limits())
         rubric = load_rubric(self.assignment or resources["nbgrader"]["assignment"])
         # shown in the log, and as grade-all names the student (<student>.json to reuse)
         student = display_name(resources["nbgrader"]["student"])
@@ -452,6 +470,12 @@ class SandboxedGrading(_LimitTraits):
             self.log.warning("%s: %s: scored 0", student, problem)
         explain_not_run(nb)
         return nb, resources
+
+    def require_sandbox(self) -> None:
+        """No grade at all rather than a grade from an unisolated run: nbgrader reports the failure."""
+        if not self.allow_unisolated and (refused := isolation_refused()):
+            raise RuntimeError(f"this machine allows no sandbox ({refused}); set "
+                               "c.SandboxedGrading.allow_unisolated = True to grade without one")
 
     def keep_grade(self, resources: dict[str, Any], rubric: Rubric, result: GradeResult, fingerprint: str,
                    components: dict[str, Any]) -> None:
@@ -502,10 +526,7 @@ class SandboxedGrading(_LimitTraits):
                     self.log.info("%s graded: %s / %s, isolation %s (ahead, in parallel)", student, result.score,
                                   result.max_score, result.load.isolation)
             if result is None:
-                if not self.allow_unisolated and (refused := isolation_refused()):
-                    # no grade at all rather than a grade from an unisolated run: nbgrader reports the failure
-                    raise RuntimeError(f"this machine allows no sandbox ({refused}); set "
-                                       "c.SandboxedGrading.allow_unisolated = True to grade without one")
+                self.require_sandbox()
                 from autograder.grading.grade import grade_file  # torch and the judge: only when needed
 
                 result = grade_file(path, rubric, self.limits())
