@@ -1,0 +1,133 @@
+"""An ordinary nbgrader assignment in a course with the kit enabled: graded as plain nbgrader grades it, in the
+kit's sandbox (autograder.nbgrader.ordinary).
+
+One class (autograder.authoring.ordinary_samples: correct, wrong, raising, printing a lot, looping forever, a
+test cell deleted, a cell's type changed, and a student who pries) is autograded twice by the real nbgrader CLI:
+in a course of plain nbgrader, and in the same course whose nbgrader_config.py adds the kit's two lines.  The
+gradebooks must agree cell by cell; what the prying student reached must differ.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.authoring import ordinary_samples as samples
+
+PLAIN_CONFIG = '''c = get_config()
+c.CourseDirectory.course_id = "course101"
+c.CourseDirectory.root = {root!r}
+c.Execute.timeout = 4
+'''
+KIT_LINES = '''
+from autograder.nbgrader.course import enable
+enable(c)
+'''
+# scores a class of this assignment gets from plain nbgrader (2 + 1 + 2 points autograded; 1 by hand)
+EXPECTED = {"alice": 5.0, "bob": 1.0, "carol": 0.0, "dave": 5.0, "erin": 4.0, "frank": 1.0, "grace": 1.0,
+            "mallory": 5.0}
+
+
+def nbgrader(root: Path, *args: str) -> str:
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
+    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, f"nbgrader {' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout + done.stderr
+
+
+def build_course(root: Path, config: str) -> dict[str, str]:
+    root.mkdir(parents=True)
+    (root / "nbgrader_config.py").write_text(config.format(root=str(root)), encoding="utf-8")
+    samples.write_source(root)
+    nbgrader(root, "generate_assignment", samples.ASSIGNMENT)
+    work = samples.write_submissions(root, root / "release" / samples.ASSIGNMENT / f"{samples.ASSIGNMENT}.ipynb")
+    (root / "students.csv").write_text("id\n" + "\n".join(work) + "\n", encoding="utf-8")
+    nbgrader(root, "db", "student", "import", "students.csv")
+    return work
+
+
+@pytest.fixture(scope="module")
+def courses(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("ordinary")
+    roots = {"plain": base / "plain", "kit": base / "kit"}
+    for kind, root in roots.items():
+        build_course(root, PLAIN_CONFIG + (KIT_LINES if kind == "kit" else ""))
+        (root / "autograde.log").write_text(nbgrader(root, "autograde", samples.ASSIGNMENT), encoding="utf-8")
+    return roots
+
+
+def cell_scores(root: Path) -> dict[str, dict[str, float | None]]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        return {student: {grade.name: grade.score for grade in
+                          gradebook.find_submission_notebook(samples.ASSIGNMENT, samples.ASSIGNMENT, student).grades}
+                for student in EXPECTED}
+
+
+def autograded(root: Path, student: str) -> dict:
+    path = root / "autograded" / student / samples.ASSIGNMENT / f"{samples.ASSIGNMENT}.ipynb"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def outputs_text(nb: dict) -> str:
+    return "\n".join(json.dumps(output) for cell in nb["cells"] for output in cell.get("outputs", []))
+
+
+def test_the_gradebook_holds_plain_nbgraders_scores_cell_by_cell(courses):
+    plain, kit = cell_scores(courses["plain"]), cell_scores(courses["kit"])
+    assert kit == plain
+    assert {student: sum(score or 0 for score in cells.values()) for student, cells in kit.items()} == EXPECTED
+
+
+def test_manual_grading_is_left_as_nbgrader_leaves_it(courses):
+    from nbgrader.api import Gradebook
+
+    waiting = {}
+    for kind, root in courses.items():
+        with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+            waiting[kind] = {s for s in EXPECTED if gradebook.find_grade(
+                "why_empty", samples.ASSIGNMENT, samples.ASSIGNMENT, s).needs_manual_grade}
+    # a written answer waits for the formgrader; the release's untouched one is scored 0 by nbgrader itself
+    assert waiting["kit"] == waiting["plain"] == set(EXPECTED) - {"carol"}
+
+
+def test_a_failing_test_cell_shows_its_traceback_and_the_notebook_says_which_sandbox_ran_it(courses):
+    nb = autograded(courses["kit"], "bob")
+    tests = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "squares_tests")
+    assert [o["ename"] for o in tests["outputs"] if o["output_type"] == "error"] == ["AssertionError"]
+    assert "assert squares(3) == [1, 4, 9]" in re.sub(r"\x1b\[[0-9;]*m", "", "".join(tests["outputs"][-1]["traceback"]))
+    assert "".join(nb["cells"][0]["source"]).startswith("*Graded in the sandbox: isolation tier")
+    log = (courses["kit"] / "autograde.log").read_text(encoding="utf-8")
+    assert log.count("in the sandbox, isolation tier") == len(EXPECTED)
+
+
+def test_a_cell_past_its_timeout_ends_with_nbgraders_timeout_error_and_the_rest_still_runs(courses):
+    for root in courses.values():
+        nb = autograded(root, "erin")
+        looping = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "mean")
+        assert looping["outputs"][-1]["ename"] == "CellTimeoutError", root.name
+        partial = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "partial_tests")
+        assert "".join(partial["outputs"][0]["data"]["text/plain"]) == "2.0", root.name
+
+
+def test_the_prying_student_reaches_nothing_of_the_course_with_the_kit(courses):
+    plain, kit = outputs_text(autograded(courses["plain"], "mallory")), outputs_text(autograded(courses["kit"], "mallory"))
+    # plain nbgrader runs her cell as the instructor, next to everything
+    assert "SQLite format 3" in plain and "BEGIN HIDDEN TESTS" in plain and (courses["plain"] / "planted.txt").exists()
+    assert "REACHED 0" in kit and "SQLite" not in kit and "HIDDEN TESTS" not in kit
+    assert not (courses["kit"] / "planted.txt").exists()
+
+
+def test_nbgrader_validate_works_in_the_course_with_the_kit(courses, tmp_path):
+    root = courses["kit"]
+    notebook = root / "submitted" / "alice" / samples.ASSIGNMENT / f"{samples.ASSIGNMENT}.ipynb"
+    assert "Success! Your notebook passes all the tests." in nbgrader(root, "validate", str(notebook))
+    wrong = root / "submitted" / "bob" / samples.ASSIGNMENT / f"{samples.ASSIGNMENT}.ipynb"
+    assert "AssertionError" in nbgrader(root, "validate", str(wrong))
