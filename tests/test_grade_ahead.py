@@ -83,7 +83,7 @@ def test_each_student_gets_their_own_grade_ahead_and_nothing_is_left_behind(tmp_
     entries = [Entry("full", write_notebook(student_notebook(ASSIGNMENT), root / "full" / "nb.ipynb"), root),
                Entry("blank", write_notebook(student_notebook(ASSIGNMENT, solved=False), root / "blank" / "nb.ipynb"),
                      root)]
-    ahead = GradeAhead(entries, ASSIGNMENT, Limits(), jobs=2)
+    ahead = GradeAhead.of_kit(entries, ASSIGNMENT, Limits(), jobs=2)
     helpers = []
     try:
         with ahead.result("nobody") as stored:  # not graded ahead: at once, without waiting
@@ -114,7 +114,7 @@ def _running(process: psutil.Process, within: float = 10) -> bool:
 def test_grading_ahead_ends_when_its_caller_is_done_before_it(tmp_path):
     root = tmp_path / "submitted"
     notebook = write_notebook(student_notebook(ASSIGNMENT), root / "s" / "nb.ipynb")
-    ahead = GradeAhead([Entry(f"s{i}", notebook, root) for i in range(40)], ASSIGNMENT, Limits(), jobs=2)
+    ahead = GradeAhead.of_kit([Entry(f"s{i}", notebook, root) for i in range(40)], ASSIGNMENT, Limits(), jobs=2)
     time.sleep(3)  # started, and grading
     helpers = psutil.Process(ahead.process.pid).children(recursive=True)
     started = time.monotonic()

@@ -81,8 +81,9 @@ class GradeAhead:
     taken (`result`), the folder is removed: no student's grade stays behind in a long-lived process (the
     formgrader's)."""
 
-    def __init__(self, entries: list[Entry], assignment: str, limits: Limits, jobs: int) -> None:
-        self.students = {entry.student for entry in entries}
+    def __init__(self, students: set[str], module: str, spec: Callable[[Path], bytes]) -> None:
+        """Starts `python -m module` with `spec(results folder)` as its one line of input."""
+        self.students = set(students)
         self.finished: set[str] = set()
         self.taken: set[str] = set()
         self.stopped = False
@@ -90,16 +91,22 @@ class GradeAhead:
         self.folder = Path(tempfile.mkdtemp(prefix="autograder-ahead-"))
         self.errors = (self.folder / "ahead.log").open("wb")
         try:
-            self.process = subprocess.Popen([sys.executable, "-m", "autograder.grading.ahead"],
+            self.process = subprocess.Popen([sys.executable, "-m", module],
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors)
         except OSError:
             self.errors.close()
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
         atexit.register(self.stop)
-        self.process.stdin.write(spec_line(assignment, limits, jobs, self.folder / "results", entries))
+        self.process.stdin.write(spec(self.folder / "results"))
         self.process.stdin.flush()
         threading.Thread(target=self._listen, daemon=True, name="ahead").start()
+
+    @classmethod
+    def of_kit(cls, entries: list[Entry], assignment: str, limits: Limits, jobs: int) -> "GradeAhead":
+        """The kit's own assignment graded ahead by autograder.grading.ahead."""
+        return cls({entry.student for entry in entries}, "autograder.grading.ahead",
+                   lambda out: spec_line(assignment, limits, jobs, out, entries))
 
     def _listen(self) -> None:
         for line in self.process.stdout:
@@ -175,7 +182,7 @@ def grade_ahead(converter: Any, student_id: str, assignment_id: str, rubric: str
         if len(entries) >= 2:
             jobs = min(jobs, len(entries))
             try:
-                ahead = GradeAhead(entries, rubric, limits, jobs)
+                ahead = GradeAhead.of_kit(entries, rubric, limits, jobs)
                 log(f"grading {len(entries)} submissions ahead, {jobs} at a time")
             except OSError as exc:  # each notebook is graded in its turn, as without
                 log(f"could not grade ahead ({type(exc).__name__}: {exc}): each notebook is graded in its turn")

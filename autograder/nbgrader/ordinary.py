@@ -24,6 +24,7 @@ A notebook whose kernel is not Python is run by nbgrader's own Execute, unsandbo
 from __future__ import annotations
 
 import shutil
+import weakref
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ from nbgrader.preprocessors import Execute
 from autograder.grading.result import display_name
 from autograder.host.notebook_run import NotebookRun, run_notebook, staged_files
 from autograder.model.limits import Limits
+from autograder.nbgrader import ordinary_ahead
+from autograder.nbgrader.ahead import GradeAhead, cores
 
 NOTICE_CELL = "autograder_notice"  # the metadata key of the notice cell this module adds to a graded notebook
 FALLBACK_TIMEOUT = 3600.0  # Execute.timeout None (no limit) still gets one: the sandbox never runs forever
@@ -96,6 +99,35 @@ def notice_cell(lines: list[str]) -> NotebookNode:
                                          metadata={NOTICE_CELL: True})
 
 
+def notebook_limits(limits: Limits, timeout: float, cells: int) -> Limits:
+    """The sandbox's limits for a notebook of `cells` cells, each given Execute's `timeout`: the submission's
+    whole time (and CPU) is what its cells may take, never less than the kit's own."""
+    return replace(limits, cell_timeout=timeout, timeout=max(limits.timeout, timeout * cells + 60))
+
+
+# this process's runs ahead: by autograde run (nbgrader's converter), then assignment; None where there is none
+_ahead: weakref.WeakKeyDictionary[Any, dict[str, GradeAhead | None]] = weakref.WeakKeyDictionary()
+
+
+def _ahead_of(step: Any, resources: dict[str, Any], timeout: float, skip_tag: str, limits: Limits
+              ) -> GradeAhead | None:
+    """This autograde run's notebooks of this assignment run ahead, decided on the first of them."""
+    converter = getattr(step.parent, "parent", None)  # the exporter's: nbgrader's Autograde
+    if not all(hasattr(converter, name) for name in ("assignments", "coursedir", "force")):
+        return None
+    runs = _ahead.setdefault(converter, {})
+    assignment = resources["nbgrader"]["assignment"]
+    if assignment not in runs:
+        available = cores()
+        jobs = step.grade_ahead if step.grade_ahead >= 0 else (available if available >= 2 else 0)
+
+        def folders(student: str) -> list[Path]:
+            return own_files(step.config, {"nbgrader": {**resources["nbgrader"], "student": student}})
+        runs[assignment] = ordinary_ahead.start(converter, resources, timeout, skip_tag, limits, jobs, folders,
+                                                step.log.info)
+    return runs[assignment]
+
+
 def grade_ordinary(step: Any, nb: NotebookNode, resources: dict[str, Any], limits: Limits
                    ) -> tuple[NotebookNode, dict[str, Any]]:
     """What nbgrader's Execute would make of `nb`, made in the sandbox (`step` is the SandboxedGrading running)."""
@@ -113,14 +145,21 @@ def grade_ordinary(step: Any, nb: NotebookNode, resources: dict[str, Any], limit
     cells = cells_to_run(nb, execute.skip_cells_with_tag)
     for cell in cells:
         cell.outputs, cell.execution_count = [], None
-    limits = replace(limits, cell_timeout=timeout, timeout=max(limits.timeout, timeout * len(cells) + 60))
-    staging, left_out = staged_files(own_files(step.config, resources))
-    try:
-        run = run_notebook([cell.source for cell in cells], limits, staging)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    for line in left_out:
-        step.log.warning("%s: not copied beside the notebook: %s", student, line)
+    sources = [cell.source for cell in cells]
+    run = None
+    if (ahead := _ahead_of(step, resources, timeout, execute.skip_cells_with_tag, limits)) is not None:
+        with ahead.result(student) as path:
+            run = None if path is None else ordinary_ahead.stored_run(path, sources, timeout)
+        if run is not None:
+            step.log.info("%s: ran ahead, in parallel", student)
+    if run is None:
+        staging, left_out = staged_files(own_files(step.config, resources))
+        try:
+            run = run_notebook(sources, notebook_limits(limits, timeout, len(cells)), staging)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        for line in left_out:
+            step.log.warning("%s: not copied beside the notebook: %s", student, line)
     lines = [f"Graded in the sandbox: isolation {run.isolation}",
              *(notice.text for notice in run.notices)]
     if run.died and not run.stuck:
