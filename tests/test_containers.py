@@ -44,6 +44,7 @@ IDS = [f"{engine}-{user}" for engine, user in ENVIRONMENTS]
 SUBMISSIONS = "/autograder/class"
 OUT = "/tmp/out"
 HOSTILE_OUT = f"{OUT}/hostile"
+ORDINARY_OUT = f"{OUT}/ordinary.json"  # what a prying ordinary nbgrader notebook reached (tests/ordinary_probe.py)
 HOSTILE_DIR = Path(__file__).parent / "hostile_container"
 ATTACKS = sorted(p.stem for p in HOSTILE_DIR.glob("*.py"))
 MEMORY_MB = 1536
@@ -150,6 +151,8 @@ def plan(env: tuple[str, str]) -> dict:
     steps = [grade("unisolated", "correct.ipynb", "--allow-unisolated"),
              grade("reference", "correct.ipynb"),
              grade("one_bug", "one_bug.ipynb"),
+             {"name": "ordinary", "cwd": "/", "timeout": 120, "results": [ORDINARY_OUT],
+              "argv": [PYTHON, f"{HARNESS}/ordinary_probe.py", ORDINARY_OUT, SOURCE]},
              {"name": "hostile", "cwd": SOURCE, "timeout": 400, "results": [f"{HOSTILE_OUT}/*"],
               "argv": [PYTHON, "-m", "autograder", "grade-all", f"{SUBMISSIONS}/hostile", "--assignment",
                        ASSIGNMENT, "-o", HOSTILE_OUT, *HOSTILE_LIMITS]}]
@@ -190,6 +193,7 @@ def runs(tmp_path_factory) -> Runs:
     harness = root / "harness"
     harness.mkdir()
     shutil.copy(Path(__file__).parent / "container_driver.py", harness)
+    shutil.copy(Path(__file__).parent / "ordinary_probe.py", harness)
     gradescope = write_gradescope_submissions(harness)
     for env in ENVIRONMENTS:
         (harness / f"plan-{'-'.join(env)}.json").write_text(json.dumps(plan(env)))
@@ -326,6 +330,18 @@ def test_unisolated_grading_works_in_the_container(runs, env):
     result = step["files"][f"{OUT}/unisolated/results.json"]
     assert result["score"] == 100, result["output"]
     assert any(kind == "unisolated" for kind, _ in result["extra_data"]["notices"])
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS, ids=IDS)
+def test_a_prying_ordinary_notebook_reaches_nothing_but_its_own_files(runs, env):
+    """An ordinary nbgrader notebook (autograder.nbgrader.ordinary) in the sandbox: the gradebook, the instructor's
+    source and a classmate's submission stay out of reach, its own data file does not."""
+    step = runs[env]["steps"]["ordinary"]
+    assert step["returncode"] == 0, step["stderr"][-3000:]
+    report = step["files"][ORDINARY_OUT]
+    assert report["isolation"].startswith("tier"), report
+    assert report["printed"] == ["['3', '4', '5']\n", "REACHED []\n"], report
+    assert not report["planted"] and not report["died"]
 
 
 # --- grading as a course does -------------------------------------------------------------------------------

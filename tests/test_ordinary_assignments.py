@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from autograder.authoring import ordinary_samples as samples
+from conftest import REPO
 
 PLAIN_CONFIG = '''c = get_config()
 c.CourseDirectory.course_id = "course101"
@@ -131,3 +134,33 @@ def test_nbgrader_validate_works_in_the_course_with_the_kit(courses, tmp_path):
     assert "Success! Your notebook passes all the tests." in nbgrader(root, "validate", str(notebook))
     wrong = root / "submitted" / "bob" / samples.ASSIGNMENT / f"{samples.ASSIGNMENT}.ipynb"
     assert "AssertionError" in nbgrader(root, "validate", str(wrong))
+
+
+# --- the sandbox holds in every environment the kit claims (the containers: tests/test_containers.py) ------------
+
+ENVIRONMENTS = {"VM root": ([], "tier 1"), "VM ordinary user": ("ordinary", "tier 1"),
+                "Docker-like root": ("docker", "tier 2"), "Docker-like ordinary user": ("ordinary docker", "tier 2")}
+
+
+@pytest.mark.parametrize("environment", ENVIRONMENTS)
+def test_a_prying_ordinary_notebook_reaches_nothing_but_its_own_files(environment):
+    from test_sandbox import _ordinary_user
+
+    how, tier = ENVIRONMENTS[environment]
+    prefix = []
+    if "ordinary" in how:
+        prefix += _ordinary_user()[0]
+    if "docker" in how:
+        prefix += [sys.executable, str(Path(__file__).parent / "docker_like.py")]
+    folder = Path(tempfile.mkdtemp(prefix="ordinary-probe-"))  # where an ordinary user may write
+    folder.chmod(0o777)
+    out = folder / "probe.json"
+    done = subprocess.run([*prefix, sys.executable, str(Path(__file__).parent / "ordinary_probe.py"), str(out)],
+                          cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=300,
+                          env={"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    shutil.rmtree(folder)
+    assert report["isolation"].startswith(tier), report
+    assert report["printed"] == ["['3', '4', '5']\n", "REACHED []\n"], report  # its own file, and nothing else
+    assert not report["planted"] and not report["died"]
