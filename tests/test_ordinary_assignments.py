@@ -164,3 +164,33 @@ def test_a_prying_ordinary_notebook_reaches_nothing_but_its_own_files(environmen
     assert report["isolation"].startswith(tier), report
     assert report["printed"] == ["['3', '4', '5']\n", "REACHED []\n"], report  # its own file, and nothing else
     assert not report["planted"] and not report["died"]
+
+
+def test_a_notebook_whose_kernel_is_not_python_runs_in_nbgraders_own_execute_and_says_so(monkeypatch, caplog):
+    import logging
+    from types import SimpleNamespace
+
+    import nbformat
+    from traitlets.config import Config
+
+    from autograder.model.limits import Limits
+    from autograder.nbgrader import ordinary
+
+    ran = []
+
+    class RecordingExecute(ordinary.Execute):
+        def preprocess(self, nb, resources):
+            ran.append(nb.metadata.kernelspec.language)
+            return nb, resources
+
+    monkeypatch.setattr(ordinary, "Execute", RecordingExecute)
+    monkeypatch.setattr(ordinary, "run_notebook", lambda *a, **k: pytest.fail("an R notebook ran in the sandbox"))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x <- 1")], metadata={
+        "kernelspec": {"name": "ir", "language": "R", "display_name": "R"}})
+    step = SimpleNamespace(config=Config(), parent=None, log=logging.getLogger("test-ordinary"), grade_ahead=0)
+    with caplog.at_level(logging.WARNING, logger="test-ordinary"):
+        graded, _ = ordinary.grade_ordinary(step, nb, {"nbgrader": {"student": "ann", "assignment": "ps1"}}, Limits())
+    assert ran == ["R"]
+    assert "Graded WITHOUT the sandbox: the notebook's kernel is r" in graded.cells[0].source
+    assert "WITHOUT the sandbox" in caplog.text
+    assert ordinary.kernel_language(nbformat.v4.new_notebook()) == "python"  # nbclient's default kernel
