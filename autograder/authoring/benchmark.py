@@ -444,12 +444,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.authoring.benchmark", description=__doc__.split("\n")[0])
     parser.add_argument("count", nargs="?", type=int, default=DEFAULT_COUNT, metavar="N", help="notebooks (default 24)")
     parser.add_argument("--assignment", default=DEFAULT_ASSIGNMENT, choices=assignment_names())
+    parser.add_argument("--ordinary", action="store_true",
+                        help="an ordinary nbgrader assignment instead: nbgrader's own Execute against the kit's sandbox")
     args = parser.parse_args(argv)
     if args.count < 1:
         parser.error("N must be at least 1")
     work = Path(tempfile.mkdtemp(prefix="autograder-benchmark-"))
     try:
-        return _run(work, args.count, args.assignment)
+        return _run_ordinary(work, args.count) if args.ordinary else _run(work, args.count, args.assignment)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -504,6 +506,48 @@ def _run(work: Path, count: int, assignment: str) -> int:
     print(format_table(ways, count, floor, cores))
     print(format_notes(ways, floor, count, cores))
     print(_agreement(work, assignment))
+    return 0
+
+
+def ordinary_course(root: Path, count: int, kit: bool) -> Course:
+    """A course of the ordinary assignment (autograder.authoring.ordinary_samples) whose submitted/ holds `count`
+    students, handing in its class's answers in turn (but the one that loops until its timeout, which would
+    time the timeout): with nbgrader's own configuration, or the same with the kit enabled."""
+    from autograder.authoring import ordinary_samples
+
+    course = Course(root, ordinary_samples.ASSIGNMENT, config_dir=root)
+    root.mkdir(parents=True)
+    config = PLAIN_NBGRADER_CONFIG.format(root=str(course.root))
+    if kit:
+        config += "from autograder.nbgrader.course import enable\nenable(c)\n"
+    (root / "nbgrader_config.py").write_text(config)
+    course.env["AUTOGRADER_DB_URL"] = f"sqlite:///{course.root / 'gradebook.db'}"
+    ordinary_samples.write_source(course.root)
+    course.nbgrader("generate_assignment", course.assignment, "--force")
+    handed_in = ordinary_samples.write_submissions(course.root, course.root / "release" / course.assignment /
+                                                   f"{course.assignment}.ipynb")
+    variants = sorted(set(handed_in) - {"erin"})
+    for i in range(count):
+        source = course.root / "submitted" / variants[i % len(variants)]
+        shutil.copytree(source, course.root / "submitted" / f"s{i:03d}")
+    for student in handed_in:
+        shutil.rmtree(course.root / "submitted" / student)
+    return course
+
+
+def _run_ordinary(work: Path, count: int) -> int:
+    ways: list[Way] = []
+    courses = {}
+    for name, kit in (("ordinary assignment: nbgrader autograde, nbgrader's Execute", False),
+                      ("ordinary assignment: nbgrader autograde with the kit (sandboxed)", True)):
+        course = courses[kit] = ordinary_course(work / ("kit" if kit else "plain"), count, kit)
+        command = [sys.executable, "-m", "nbgrader", "autograde", course.assignment, "--force", "--create"]
+        ways.append(measure(Way(name), [command], work / "commands.log", cwd=course.root, env=course.env))
+    print(f"\n{count} notebooks of an ordinary nbgrader assignment, one run of each way, seconds per submission")
+    print(format_table(ways, count))
+    plain, kit = scores_from_gradebook(courses[False]), scores_from_gradebook(courses[True])
+    print("grades: the two ways agree on every submission" if plain == kit else
+          f"grades DIFFER: {sorted(s for s in plain if plain[s] != kit.get(s))}")
     return 0
 
 
