@@ -81,7 +81,8 @@ class GradeAhead:
     taken (`result`), the folder is removed: no student's grade stays behind in a long-lived process (the
     formgrader's)."""
 
-    def __init__(self, entries: list[Entry], assignment: str, limits: Limits, jobs: int) -> None:
+    def __init__(self, entries: list[Entry], assignment: str, limits: Limits, jobs: int,
+                 course: str | None = None) -> None:
         self.students = {entry.student for entry in entries}
         self.finished: set[str] = set()
         self.taken: set[str] = set()
@@ -97,7 +98,8 @@ class GradeAhead:
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
         atexit.register(self.stop)
-        self.process.stdin.write(spec_line(assignment, limits, jobs, self.folder / "results", entries))
+        self.process.stdin.write(spec_line(assignment, limits, jobs, self.folder / "results", entries,
+                                           course))
         self.process.stdin.flush()
         threading.Thread(target=self._listen, daemon=True, name="ahead").start()
 
@@ -175,7 +177,7 @@ def grade_ahead(converter: Any, student_id: str, assignment_id: str, rubric: str
         if len(entries) >= 2:
             jobs = min(jobs, len(entries))
             try:
-                ahead = GradeAhead(entries, rubric, limits, jobs)
+                ahead = GradeAhead(entries, rubric, limits, jobs, str(converter.coursedir.root))
                 log(f"grading {len(entries)} submissions ahead, {jobs} at a time")
             except OSError as exc:  # each notebook is graded in its turn, as without
                 log(f"could not grade ahead ({type(exc).__name__}: {exc}): each notebook is graded in its turn")

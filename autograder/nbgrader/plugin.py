@@ -76,10 +76,18 @@ from autograder.model.cells import code_text, grade_id_of, is_check_cell, last_c
 KIT = "autograder"
 
 
+def course_of(config: Any) -> str | None:
+    """nbgrader's course root (c.CourseDirectory.root), where the course's own kit assignments are; None when the
+    configuration does not set it (nbgrader's default then: the current directory)."""
+    root = config.get("CourseDirectory", {}).get("root") if config is not None else None
+    return root if isinstance(root, str) and root else None
+
+
 def _rubric(config: Any, assignment_id: str) -> Rubric:
     """The rubric SandboxedGrading grades against: c.SandboxedGrading.assignment, else nbgrader's assignment."""
     configured = config.get("SandboxedGrading", {}).get("assignment", "") if config is not None else ""
-    return load_rubric(configured if isinstance(configured, str) and configured else assignment_id)
+    return load_rubric(configured if isinstance(configured, str) and configured else assignment_id,
+                       course=course_of(config))
 
 
 # --- reading the submission ---------------------------------------------------------------------------------
@@ -432,7 +440,7 @@ class SandboxedGrading(_LimitTraits):
         return Limits(**{knob.field: knob.limit_value(getattr(self, knob.name)) for knob in knobs()})
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
-        rubric = load_rubric(self.assignment or resources["nbgrader"]["assignment"])
+        rubric = load_rubric(self.assignment or resources["nbgrader"]["assignment"], course=course_of(self.config))
         # shown in the log, and as grade-all names the student (<student>.json to reuse)
         student = display_name(resources["nbgrader"]["student"])
         # before grading: the suites the judge will read (as grade-all keys its results)
