@@ -27,18 +27,21 @@ demo class shows).  `load(name)` returns the `Catalogue`.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 from autograder.authoring.assignment import (Assignment, code_cell, is_solution_code, is_written_answer,
                                              nbgrader_meta, source_text)
 from autograder.grading.rubric import RubricError, read_manifest
+from autograder.model.course import COURSE_ROOT_VARIABLE
 
 
 class Mutation(NamedTuple):
@@ -205,6 +208,22 @@ def _importable(root: Path) -> None:
         path.append(str(root / "assignments"))
 
 
+@contextlib.contextmanager
+def _course_of(assignment: Assignment) -> Iterator[None]:
+    """While a catalogue imports: its assignment's root is the course root, so that what its modules look up
+    by name (release_cells("hw5"), Assignment("hw5")) is found where the catalogue is, whatever the current
+    directory."""
+    previous = os.environ.get(COURSE_ROOT_VARIABLE)
+    os.environ[COURSE_ROOT_VARIABLE] = str(assignment.root)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(COURSE_ROOT_VARIABLE, None)
+        else:
+            os.environ[COURSE_ROOT_VARIABLE] = previous
+
+
 def load(assignment: str | Assignment) -> Catalogue:
     """The catalogue of `assignment` (a name or an Assignment)."""
     assignment = assignment if isinstance(assignment, Assignment) else Assignment(assignment)
@@ -214,7 +233,8 @@ def load(assignment: str | Assignment) -> Catalogue:
     # does.  This is trusted code; the sandboxed child never inherits this sys.path (it builds its own).
     _importable(assignment.root)
     try:
-        module = importlib.import_module(f"assignments.{assignment.name}.catalogue")
+        with _course_of(assignment):
+            module = importlib.import_module(f"assignments.{assignment.name}.catalogue")
     except ModuleNotFoundError as exc:
         raise CatalogueError(f"assignment {assignment.name!r} has no catalogue "
                              f"(assignments/{assignment.name}/catalogue/): {exc}") from None
