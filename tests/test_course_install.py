@@ -155,3 +155,21 @@ def test_enable_keeps_the_courses_settings_and_matches_the_kits_own_config():
     enable(own)
     assert own.Autograde.autograde_preprocessors == ["course.Timer", "autograder.nbgrader.plugin.SandboxedGrading",
                                                      "course.After"]
+
+
+def test_an_assignment_is_looked_up_in_the_course_first_then_in_the_kit(course, tmp_path, monkeypatch):
+    from autograder import REPO_ROOT
+    from autograder.grading.rubric import has_rubric
+
+    assert has_rubric("hw5", course=course) and not has_rubric("hw5", course=tmp_path)
+    assert Assignment("hw5", course).root == course
+    # the kit's own assignments stay the checkout's: the demo's scratch course holds only source/
+    (tmp_path / "source" / KIT).mkdir(parents=True)
+    assert has_rubric(KIT, course=tmp_path)
+    assert load_rubric(KIT, course=tmp_path).folder == REPO_ROOT / "assignments" / KIT
+    monkeypatch.setenv(COURSE_ROOT_VARIABLE, str(course))  # what nbgrader_config.py or a script may set
+    assert has_rubric("hw5") and Assignment("hw5").root == course and Assignment(KIT).root == REPO_ROOT
+    monkeypatch.delenv(COURSE_ROOT_VARIABLE)
+    monkeypatch.chdir(course)  # an instructor in the course folder
+    assert has_rubric("hw5") and load_rubric("hw5").folder == course / "assignments" / "hw5"
+    assert not has_rubric("../assignments/hw5") and not has_rubric("")
