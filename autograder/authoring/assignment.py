@@ -1,6 +1,8 @@
 """One assignment's files, found by its name.  nbgrader's course layout puts the instructor notebook in
 source/<name>/ and the student release in release/<name>/; the kit adds assignments/<name>/ (the manifest
-rubric.toml, the hidden suites, the catalogue) and solutions/<name>.py (the reference as a module)."""
+rubric.toml, the hidden suites, the catalogue) and solutions/<name>.py (the reference as a module).  All four
+are under one root: the course's when it holds the assignment's manifest, else the kit checkout's
+(autograder.model.course)."""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +15,7 @@ from typing import Any, Callable, ClassVar
 
 from autograder import REPO_ROOT
 from autograder.grading.rubric import RubricError
+from autograder.model import course
 
 BEGIN_MARKER = "### BEGIN SOLUTION"
 END_MARKER = "### END SOLUTION"
@@ -65,20 +68,23 @@ def strip_solution_markers(code: str) -> str:
     return "\n".join(kept)
 
 
-def assignment_names(root: Path = REPO_ROOT) -> list[str]:
-    """Every assignment of the checkout: the folders of assignments/ that hold a manifest."""
+def assignment_names(root: Path | None = None) -> list[str]:
+    """Every assignment of `root` (the folders of its assignments/ that hold a manifest); without a root, every
+    one of the course and the checkout (autograder.model.course)."""
+    if root is None:
+        return course.assignment_names()
     folder = root / "assignments"
     return sorted(p.name for p in folder.iterdir() if (p / "rubric.toml").is_file()) if folder.is_dir() else []
 
 
 def chosen_assignment(chosen: str | None) -> str:
-    """The assignment a command works on: --assignment, else $AUTOGRADER_ASSIGNMENT, else the checkout's only
-    one.  Raises RubricError (a usage error) when that leaves a choice."""
+    """The assignment a command works on: --assignment, else $AUTOGRADER_ASSIGNMENT, else the only one of the
+    course and the checkout.  Raises RubricError (a usage error) when that leaves a choice."""
     if chosen or os.environ.get("AUTOGRADER_ASSIGNMENT"):
         return chosen or os.environ["AUTOGRADER_ASSIGNMENT"]
     names = assignment_names()
     if len(names) != 1:
-        raise RubricError(f"this checkout has {len(names)} assignments ({', '.join(names) or 'none'}): "
+        raise RubricError(f"the course and the kit hold {len(names)} assignments ({', '.join(names) or 'none'}): "
                           "name one with --assignment or AUTOGRADER_ASSIGNMENT")
     return names[0]
 
@@ -86,7 +92,11 @@ def chosen_assignment(chosen: str | None) -> str:
 @dataclass(frozen=True)
 class Assignment:
     name: str
-    root: Path = REPO_ROOT
+    root: Path = None  # type: ignore[assignment]  # None: the course's when it holds the manifest, else the checkout
+
+    def __post_init__(self) -> None:
+        if self.root is None:
+            object.__setattr__(self, "root", course.assignment_root(self.name))
 
     IMPORTS_GRADE_ID: ClassVar[str] = "imports"  # the locked code cell every solution module starts with
     POLICY_GRADE_ID: ClassVar[str] = "policy"    # the markdown cell generated from the manifest's policy
@@ -142,9 +152,10 @@ def check_or_write_command(prog: str, doc: str, argv: list[str] | None,
     parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n")[0])
     parser.add_argument("command", choices=["check", "write"])
     parser.add_argument("--assignment", action="append", help="only this assignment (repeatable; default: all)")
-    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="the course or checkout root (default: the course's, then this checkout)")
     args = parser.parse_args(argv)
-    names = args.assignment or assignment_names(args.root)
+    names = args.assignment or assignment_names(args.root or REPO_ROOT)
     for name in names:  # both generators start from the source notebook
         if not (notebook := Assignment(name, args.root).source_notebook).is_file():
             parser.error(f"no assignment {name!r}: {notebook} does not exist")

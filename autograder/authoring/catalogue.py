@@ -27,19 +27,21 @@ demo class shows).  `load(name)` returns the `Catalogue`.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
-from autograder import REPO_ROOT
 from autograder.authoring.assignment import (Assignment, code_cell, is_solution_code, is_written_answer,
                                              nbgrader_meta, source_text)
 from autograder.grading.rubric import RubricError, read_manifest
+from autograder.model.course import COURSE_ROOT_VARIABLE
 
 
 class Mutation(NamedTuple):
@@ -194,17 +196,45 @@ class Catalogue:
         return path
 
 
+def _importable(root: Path) -> None:
+    """Make `assignments.<name>` importable from `root`: on sys.path, and, when a package `assignments` was
+    already imported from another root (the checkout's beside a course's), one more folder of it, so that both
+    roots' assignments import under their own names."""
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    package = sys.modules.get("assignments")
+    path = getattr(package, "__path__", None)
+    if path is not None and str(root / "assignments") not in list(path):
+        path.append(str(root / "assignments"))
+
+
+@contextlib.contextmanager
+def _course_of(assignment: Assignment) -> Iterator[None]:
+    """While a catalogue imports: its assignment's root is the course root, so that what its modules look up
+    by name (release_cells("hw5"), Assignment("hw5")) is found where the catalogue is, whatever the current
+    directory."""
+    previous = os.environ.get(COURSE_ROOT_VARIABLE)
+    os.environ[COURSE_ROOT_VARIABLE] = str(assignment.root)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(COURSE_ROOT_VARIABLE, None)
+        else:
+            os.environ[COURSE_ROOT_VARIABLE] = previous
+
+
 def load(assignment: str | Assignment) -> Catalogue:
     """The catalogue of `assignment` (a name or an Assignment)."""
     assignment = assignment if isinstance(assignment, Assignment) else Assignment(assignment)
-    # The catalogue lives in the checkout (assignments/<name>/catalogue/), never in the installed package, so
-    # the checkout root is put on sys.path: its modules import each other by absolute name, and the catalogue
-    # must be the same module whether the kit's tests import it or a command does.  This is trusted code
-    # run from the checkout; the sandboxed child never inherits this sys.path (it builds its own).
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
+    # The catalogue lives beside the assignment's suites (assignments/<name>/catalogue/ of the course or the
+    # checkout), never in the installed package, so that root is put on sys.path: its modules import each other
+    # by absolute name, and the catalogue must be the same module whether the kit's tests import it or a command
+    # does.  This is trusted code; the sandboxed child never inherits this sys.path (it builds its own).
+    _importable(assignment.root)
     try:
-        module = importlib.import_module(f"assignments.{assignment.name}.catalogue")
+        with _course_of(assignment):
+            module = importlib.import_module(f"assignments.{assignment.name}.catalogue")
     except ModuleNotFoundError as exc:
         raise CatalogueError(f"assignment {assignment.name!r} has no catalogue "
                              f"(assignments/{assignment.name}/catalogue/): {exc}") from None

@@ -147,7 +147,7 @@ def sync_policy(assignment: Assignment, write: bool, notebook_path: Path | None 
     notebook_path = notebook_path or assignment.source_notebook
     notebook = json.loads(notebook_path.read_text(encoding="utf-8"))
     # against the source notebook: the release may not exist yet, and is generated from this one
-    rubric = load_rubric(assignment.name, assignment.source_notebook)
+    rubric = load_rubric(assignment.name, assignment.source_notebook, course=assignment.root)
     generated = [(_policy_cell(notebook), render_policy(rubric, notebook))]
     if (parts := _generated_cell(notebook, PARTS_GRADE_ID, required=False)) is not None:
         generated.append((parts, render_parts(rubric, notebook)))

@@ -83,7 +83,8 @@ def _require_rubric_match(assignment: Assignment, source_notebook: Path | None =
     source_notebook = source_notebook or assignment.source_notebook
     notebook = json.loads(source_notebook.read_text(encoding="utf-8"))
     # skip_when_unchanged is checked against the notebook being released, not the committed release it replaces
-    problems = rubric_mismatches(notebook, load_rubric(assignment.name, source_notebook).parts, str(source_notebook))
+    problems = rubric_mismatches(notebook, load_rubric(assignment.name, source_notebook, course=assignment.root).parts,
+                                 str(source_notebook))
     if problems:
         raise SourceError("\n".join(problems))
 

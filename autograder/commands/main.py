@@ -23,6 +23,7 @@ VERBS = {
     "lms": ("autograder.commands.lms", "run"),
     "check-suite": ("autograder.authoring.check_suite.command", "run_from_arguments"),
     "similarity": ("autograder.authoring.similarity", "run_from_arguments"),
+    "add-assignment": ("autograder.authoring.add_assignment", "run"),
 }
 
 

@@ -5,9 +5,9 @@ core idle while nbgrader sanitises, writes and records.  Its plugin (autograder.
 
     python -m autograder.grading.ahead
 
-with one JSON line on its standard input: {"assignment", "limits" (the Limits fields), "jobs", "out",
-"entries": [[student, path, root], ...]}.  This process grades the entries in that order with `jobs` grading
-processes (autograder.grading.batch.worker_pool) and writes each result to `out` the moment it is graded, as
+with one JSON line on its standard input: {"assignment", "course" (nbgrader's course root), "limits" (the
+Limits fields), "jobs", "out", "entries": [[student, path, root], ...]}.  This process grades the entries
+in that order with `jobs` grading processes (autograder.grading.batch.worker_pool) and writes each result to `out` the moment it is graded, as
 grade-all does, keyed by the cells it judged and the assignment it judged them against: the caller uses a
 result only when both match what it would have graded.  A submission that fails to grade leaves no result,
 and the caller grades it itself (and meets the failure there).  Each submission finished, graded or not, is
@@ -33,9 +33,12 @@ from autograder.model.interrupts import Terminated, raise_terminated
 from autograder.model.limits import Limits
 
 
-def spec_line(assignment: str, limits: Limits, jobs: int, out: Path, entries: list[Entry]) -> bytes:
-    """What the caller writes on this process's standard input."""
-    return (json.dumps({"assignment": assignment, "limits": asdict(limits), "jobs": jobs, "out": str(out),
+def spec_line(assignment: str, limits: Limits, jobs: int, out: Path, entries: list[Entry],
+              course: str | None = None) -> bytes:
+    """What the caller writes on this process's standard input (`course`: the course root whose own kit
+    assignments are looked in first, autograder.model.course)."""
+    return (json.dumps({"assignment": assignment, "course": course, "limits": asdict(limits), "jobs": jobs,
+                        "out": str(out),
                         "entries": [[e.student, str(e.path), str(e.root)] for e in entries]}) + "\n").encode()
 
 
@@ -55,7 +58,7 @@ def main() -> None:
 
 def _grade(spec: dict[str, Any]) -> None:
     threading.Thread(target=_stop_when_input_closes, daemon=True).start()
-    rubric = load_rubric(spec["assignment"])
+    rubric = load_rubric(spec["assignment"], course=spec.get("course"))
     limits = Limits(**spec["limits"])
     out = Path(spec["out"])
     entries = [Entry(student, Path(path), Path(root)) for student, path, root in spec["entries"]]

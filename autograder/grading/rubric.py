@@ -29,8 +29,9 @@ can say which points its autograded total leaves to the instructor.
 reaches lazily and slowly (Adam's constructor imports torch._dynamo, 2 s), paid once per grading process
 instead of once per submission, and never while a request's timer runs.
 
-Rubrics and hidden suites live in the checkout, in `assignments/<name>/` at the repository root (the course
-root), outside the installed `autograder` package: installing the kit never makes them importable.
+Rubrics and hidden suites live in `assignments/<name>/` of the course root (a course's own kit assignments,
+added by `python -m autograder add-assignment`) or of the kit's checkout (its own three), outside the installed
+`autograder` package: installing the kit never makes them importable.  autograder.model.course decides which.
 """
 from __future__ import annotations
 
@@ -45,12 +46,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 from autograder import REPO_ROOT
 
 from autograder.model.cells import code_text, nbgrader_of
+from autograder.model.course import assignment_names, assignment_root, course_root
 from autograder.judging.evidence import MAX_FIGURES, Figure
 
 if TYPE_CHECKING:  # the judge imports pytest and torch; scoring needs neither
     from autograder.judging.judge import Outcome
 
-ASSIGNMENTS = REPO_ROOT / "assignments"
+ASSIGNMENTS = REPO_ROOT / "assignments"  # the checkout's; a course's own are under its root (model/course)
 RELEASES = REPO_ROOT / "release"  # the trusted release notebooks: release/<name>/<name>.ipynb
 
 
@@ -135,8 +137,17 @@ class Rubric:
         return {Path(p.suite).stem: p.name for p in self.parts}
 
 
-def _in_checkout(package: str) -> bool:
-    return (REPO_ROOT / package).exists() or (REPO_ROOT / f"{package}.py").exists()
+def _in_checkout(package: str, roots: tuple[Path, ...]) -> bool:
+    return any((root / package).exists() or (root / f"{package}.py").exists() for root in roots)
+
+
+def _folders(assignment: str, course: str | Path | None) -> tuple[Path, Path]:
+    """The assignment's folder (manifest, suites) and its release folder: the course's when the course root
+    holds its manifest, else the checkout's (ASSIGNMENTS, RELEASES)."""
+    root = assignment_root(assignment, course)
+    if root != REPO_ROOT:
+        return root / "assignments" / assignment, root / "release" / assignment
+    return ASSIGNMENTS / assignment, RELEASES / assignment
 
 
 @dataclass(frozen=True)
@@ -186,28 +197,31 @@ def read_manifest(path: Path) -> Manifest:
     return manifest
 
 
-def has_rubric(assignment: str) -> bool:
-    """Whether the kit grades `assignment` with a rubric of its own; every other assignment of a course is an
-    ordinary nbgrader one (its test cells decide)."""
-    return (ASSIGNMENTS / assignment / "rubric.toml").is_file()
+def has_rubric(assignment: str, course: str | Path | None = None) -> bool:
+    """Whether the kit grades `assignment` with a rubric of its own (the course's, else the checkout's);
+    every other assignment of a course is an ordinary nbgrader one (its test cells decide).  `course`: the
+    course root (default: $AUTOGRADER_COURSE_ROOT, else the current directory)."""
+    folder, _ = _folders(assignment, course)
+    return (folder / "rubric.toml").is_file()
 
 
-def load_rubric(assignment: str, notebook: Path | None = None) -> Rubric:
+def load_rubric(assignment: str, notebook: Path | None = None, course: str | Path | None = None) -> Rubric:
     """`notebook` is the one whose cells `skip_when_unchanged` names: by default the committed release,
-    which submissions are compared with; the release generator checks the source notebook it releases."""
-    folder = ASSIGNMENTS / assignment
+    which submissions are compared with; the release generator checks the source notebook it releases.
+    `course`: the course root whose assignments/ is looked in before the checkout's (model/course)."""
+    folder, releases = _folders(assignment, course)
     path = folder / "rubric.toml"
-    if not ASSIGNMENTS.is_dir():
-        raise RubricError(f"{ASSIGNMENTS}: no assignments folder; the grader runs from a checkout of the kit "
-                          "(pip install -e .), whose assignments/ holds the rubrics and hidden suites")
     if not path.is_file():
-        known = sorted(p.name for p in ASSIGNMENTS.iterdir() if (p / "rubric.toml").is_file())
-        raise RubricError(f"{path}: no such assignment {assignment!r} (known: {', '.join(known)})")
+        known = sorted({*assignment_names(course), *(p.parent.name for p in folder.parent.glob("*/rubric.toml"))})
+        raise RubricError(f"{path}: no such assignment {assignment!r} (known: {', '.join(known) or 'none'}; the "
+                          f"course root {course_root(course)} holds no assignments/{assignment}/rubric.toml: "
+                          "python -m autograder add-assignment puts one there)")
     manifest = read_manifest(path)
     rubric = Rubric(manifest.assignment or assignment, folder, manifest.parts, manifest.fine,
                     preload=manifest.preload)
     # the zygote never imports the checkout's own code (hidden suites, solutions): only installed libraries
-    ours = [name for name in rubric.preload if _in_checkout(name.partition(".")[0])]
+    ours = [name for name in rubric.preload
+            if _in_checkout(name.partition(".")[0], (REPO_ROOT, folder.parent.parent))]
     if ours:
         raise RubricError(f"{path}: preload names modules of the checkout, which the zygote never imports: "
                           f"{', '.join(ours)}")
@@ -226,7 +240,7 @@ def load_rubric(assignment: str, notebook: Path | None = None) -> Rubric:
         if not checks - part.gated - part.own_parts:
             raise RubricError(f"{path}: part {part.name!r} has no value check: every check of {part.suite} is "
                               "structural, form or own_parts, so none could earn its points")
-    notebook = notebook or RELEASES / assignment / f"{assignment}.ipynb"
+    notebook = notebook or releases / f"{assignment}.ipynb"
     if skippable:
         rubric = replace(rubric, skip_when_unchanged=_locked_sources(path, notebook, skippable))
     if notebook.is_file():  # a course without a release has nothing graded by hand that the kit could know

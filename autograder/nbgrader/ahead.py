@@ -103,10 +103,11 @@ class GradeAhead:
         threading.Thread(target=self._listen, daemon=True, name="ahead").start()
 
     @classmethod
-    def of_kit(cls, entries: list[Entry], assignment: str, limits: Limits, jobs: int) -> "GradeAhead":
-        """The kit's own assignment graded ahead by autograder.grading.ahead."""
+    def of_kit(cls, entries: list[Entry], assignment: str, limits: Limits, jobs: int, course: str | None = None
+               ) -> "GradeAhead":
+        """The kit's own assignment (of the course at `course`) graded ahead by autograder.grading.ahead."""
         return cls({entry.student for entry in entries}, "autograder.grading.ahead",
-                   lambda out: spec_line(assignment, limits, jobs, out, entries))
+                   lambda out: spec_line(assignment, limits, jobs, out, entries, course))
 
     def _listen(self) -> None:
         for line in self.process.stdout:
@@ -182,7 +183,7 @@ def grade_ahead(converter: Any, student_id: str, assignment_id: str, rubric: str
         if len(entries) >= 2:
             jobs = min(jobs, len(entries))
             try:
-                ahead = GradeAhead.of_kit(entries, rubric, limits, jobs)
+                ahead = GradeAhead.of_kit(entries, rubric, limits, jobs, str(converter.coursedir.root))
                 log(f"grading {len(entries)} submissions ahead, {jobs} at a time")
             except OSError as exc:  # each notebook is graded in its turn, as without
                 log(f"could not grade ahead ({type(exc).__name__}: {exc}): each notebook is graded in its turn")

@@ -1,67 +1,84 @@
-"""The kit enabled in a course's own nbgrader_config.py, with one call that keeps every setting the course had:
+"""The kit enabled in a course's own nbgrader_config.py, every setting the course had kept:
 
     from autograder.nbgrader.course import enable
     enable(c)
 
-Each of autograde's lists of steps is the course's own (nbgrader's defaults where it set none) with the kit's
-steps in place of nbgrader's: SandboxedGrading where Execute was (every assignment of the course is then graded in
-the sandbox: the kit's own by their rubrics, the others by their test cells, autograder.nbgrader.ordinary),
-the kit's CheckCellMetadata where nbgrader's was (the same checks, its schema compiled once), and ReleaseCells
-first among the sanitising steps (it leaves an ordinary assignment alone).  Autograde reads submissions with
-the kit's SubmissionExporter, and generate_feedback's pages draw the pictures of failed checks.  Nothing else
-is changed: the course's timeouts, LimitOutput, IgnorePattern, late penalties, database and exchange stay as
-they were.
+`enable` edits the course's lists in place (its own steps, or nbgrader's defaults when it set none), never
+replacing them: ReleaseCells goes first among autograde's sanitising steps; SandboxedGrading takes the place of
+nbgrader's Execute (the course's other autograde steps stay where they are); the exporter becomes the kit's
+SubmissionExporter; the HTML exporter of generate_feedback draws the evidence pictures (DrawPictures); nbgrader's
+CheckCellMetadata becomes the kit's, which compiles its schema once and is otherwise nbgrader's.  The sandbox's
+limits come from the AUTOGRADER_* variables (autograder/model/limits.py), and AUTOGRADER_REUSE_RESULTS names
+grade-all's results to reuse, as in the kit's own nbgrader_config.py.
+
+Every step is named, not imported: only autograde loads the grader (torch and all, seconds), and every other
+nbgrader command reads the configuration too.
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from nbgrader.converters import Autograde
-from nbgrader.preprocessors import CheckCellMetadata, Execute
-
-SANDBOXED_GRADING = "autograder.nbgrader.plugin.SandboxedGrading"
-RELEASE_CELLS = "autograder.nbgrader.plugin.ReleaseCells"
-KIT_CELL_METADATA = "autograder.nbgrader.cell_metadata.CheckCellMetadata"
-SUBMISSION_EXPORTER = "autograder.nbgrader.plugin.SubmissionExporter"
+PLUGIN = "autograder.nbgrader.plugin"
+RELEASE_CELLS = f"{PLUGIN}.ReleaseCells"
+SANDBOXED_GRADING = f"{PLUGIN}.SandboxedGrading"
+SUBMISSION_EXPORTER = f"{PLUGIN}.SubmissionExporter"
+CHECK_CELL_METADATA = "autograder.nbgrader.cell_metadata.CheckCellMetadata"
 DRAW_PICTURES = "autograder.nbgrader.pictures.DrawPictures"
+NBGRADER_EXPORTER = "nbconvert.exporters.notebook.NotebookExporter"  # nbgrader's default for autograde
 
 
-def _is(step: Any, cls: type) -> bool:
-    """A step named by its class or by its dotted name, as nbgrader_config.py may name it."""
-    return step is cls or step == f"{cls.__module__}.{cls.__name__}" or step == f"nbgrader.preprocessors.{cls.__name__}"
+def _name(step: Any) -> str:
+    """A step as nbgrader names it in a configuration: a dotted name, or the class itself."""
+    return step if isinstance(step, str) else f"{step.__module__}.{step.__qualname__}"
 
 
-def _configured(section: Any, name: str, converter: type) -> list:
-    """The course's own list, or nbgrader's default where it set none."""
-    value = section.get(name) if name in section else None
-    return list(value) if isinstance(value, (list, tuple)) else list(converter.class_traits()[name].default())
+def _is(step: Any, class_name: str) -> bool:
+    # nbgrader's steps are named by their module (nbgrader.preprocessors.execute.Execute) or by the package
+    # that exports them (nbgrader.preprocessors.Execute)
+    name = _name(step)
+    return name.startswith("nbgrader.") and name.rsplit(".", 1)[-1] == class_name
 
 
-def with_kit_steps(steps: list, *, sanitising: bool) -> list:
-    """`steps` with the kit's in place of nbgrader's Execute and CheckCellMetadata (and ReleaseCells first when
-    `sanitising`); a step already the kit's stays once."""
-    kit = {SANDBOXED_GRADING, RELEASE_CELLS, KIT_CELL_METADATA}
-    replaced = [SANDBOXED_GRADING if _is(step, Execute) else KIT_CELL_METADATA if _is(step, CheckCellMetadata)
-                else step for step in steps]
-    if sanitising:
-        replaced = [RELEASE_CELLS, *(step for step in replaced if step != RELEASE_CELLS)]
-    seen, unique = set(), []
-    for step in replaced:
-        if step in kit and step in seen:
-            continue
-        if isinstance(step, str):
-            seen.add(step)
-        unique.append(step)
-    return unique
+def _current(section: Any, trait: str, owner: type) -> list[Any]:
+    return list(section[trait]) if trait in section else list(owner.class_traits()[trait].default())
 
 
 def enable(c: Any) -> None:
-    """The kit in the course whose configuration `c` is (nbgrader_config.py's get_config())."""
+    """Enable the kit in the nbgrader configuration `c` (get_config()'s), keeping the course's settings."""
+    from nbconvert.exporters import HTMLExporter
+    from nbgrader.converters.autograde import Autograde
+
+    from autograder.model.limits import BadLimit, from_environment as limits_from_environment
+
+    sanitize = [CHECK_CELL_METADATA if _is(s, "CheckCellMetadata") else s
+                for s in _current(c.Autograde, "sanitize_preprocessors", Autograde)]
+    if RELEASE_CELLS not in map(_name, sanitize):
+        sanitize.insert(0, RELEASE_CELLS)
+    c.Autograde.sanitize_preprocessors = sanitize
+
+    steps = [SANDBOXED_GRADING if _is(s, "Execute") else CHECK_CELL_METADATA if _is(s, "CheckCellMetadata") else s
+             for s in _current(c.Autograde, "autograde_preprocessors", Autograde)]
+    if SANDBOXED_GRADING not in map(_name, steps):
+        steps.insert(0, SANDBOXED_GRADING)
+    c.Autograde.autograde_preprocessors = steps
+
+    exporter = c.Autograde.get("exporter_class")
+    if exporter is not None and _name(exporter) not in (SUBMISSION_EXPORTER, NBGRADER_EXPORTER):
+        raise ValueError(f"nbgrader_config.py: c.Autograde.exporter_class is {_name(exporter)}; the kit needs "
+                         f"{SUBMISSION_EXPORTER} (it writes each check cell's verdict)")
     c.Autograde.exporter_class = SUBMISSION_EXPORTER
-    c.Autograde.sanitize_preprocessors = with_kit_steps(
-        _configured(c.Autograde, "sanitize_preprocessors", Autograde), sanitising=True)
-    c.Autograde.autograde_preprocessors = with_kit_steps(
-        _configured(c.Autograde, "autograde_preprocessors", Autograde), sanitising=False)
-    if DRAW_PICTURES not in (pictures := list(c.HTMLExporter.get("preprocessors", []) or [])):
+
+    pictures = _current(c.HTMLExporter, "preprocessors", HTMLExporter)
+    if DRAW_PICTURES not in map(_name, pictures):
         c.HTMLExporter.preprocessors = [*pictures, DRAW_PICTURES]
 
+    try:  # the sandbox's limits: a setting of the course's own wins over the environment's
+        for trait, value in limits_from_environment(os.environ).items():
+            if trait not in c.SandboxedGrading:
+                setattr(c.SandboxedGrading, trait, value)
+    except BadLimit as exc:
+        raise SystemExit(f"nbgrader_config.py: {exc}") from None
+    if os.environ.get("AUTOGRADER_REUSE_RESULTS") and "reuse_results_from" not in c.SandboxedGrading:
+        c.SandboxedGrading.reuse_results_from = [
+            folder for folder in os.environ["AUTOGRADER_REUSE_RESULTS"].split(os.pathsep) if folder]

@@ -150,9 +150,10 @@ def grant_extension(db_url: str, assignment: str, student: str, *, course_id: st
 
 
 def _default_db() -> str:
-    from autograder import REPO_ROOT
+    from autograder.model.course import course_root
 
-    return os.environ.get("AUTOGRADER_DB_URL", f"sqlite:///{REPO_ROOT / 'gradebook.db'}")  # nbgrader_config.py's
+    # nbgrader's default: the gradebook in the course root (the kit's checkout, when it is the course)
+    return os.environ.get("AUTOGRADER_DB_URL", f"sqlite:///{course_root() / 'gradebook.db'}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -76,6 +76,13 @@ from autograder.model.cells import code_text, grade_id_of, is_check_cell, last_c
 KIT = "autograder"
 
 
+def course_of(config: Any) -> str | None:
+    """nbgrader's course root (c.CourseDirectory.root), where the course's own kit assignments are; None when the
+    configuration does not set it (nbgrader's default then: the current directory)."""
+    root = config.get("CourseDirectory", {}).get("root") if config is not None else None
+    return root if isinstance(root, str) and root else None
+
+
 def _kit_assignment(config: Any, assignment_id: str) -> str:
     """The kit's assignment SandboxedGrading grades against: c.SandboxedGrading.assignment, else nbgrader's."""
     configured = config.get("SandboxedGrading", {}).get("assignment", "") if config is not None else ""
@@ -85,11 +92,11 @@ def _kit_assignment(config: Any, assignment_id: str) -> str:
 def is_ordinary(config: Any, assignment_id: str) -> bool:
     """An assignment the kit has no rubric for: nbgrader's own, graded by its test cells (autograder.nbgrader.
     ordinary).  The kit's reading and cell rules are for its own assignments; an ordinary one keeps nbgrader's."""
-    return not has_rubric(_kit_assignment(config, assignment_id))
+    return not has_rubric(_kit_assignment(config, assignment_id), course=course_of(config))
 
 
 def _rubric(config: Any, assignment_id: str) -> Rubric:
-    return load_rubric(_kit_assignment(config, assignment_id))
+    return load_rubric(_kit_assignment(config, assignment_id), course=course_of(config))
 
 
 # --- reading the submission ---------------------------------------------------------------------------------
@@ -445,12 +452,12 @@ class SandboxedGrading(_LimitTraits):
         return Limits(**{knob.field: knob.limit_value(getattr(self, knob.name)) for knob in knobs()})
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
-        if not has_rubric(self.assignment or resources["nbgrader"]["assignment"]):
+        if is_ordinary(self.config, resources["nbgrader"]["assignment"]):
             self.require_sandbox()
             from autograder.nbgrader.ordinary import grade_ordinary
 
             return grade_ordinary(self, nb, resources, self.limits())
-        rubric = load_rubric(self.assignment or resources["nbgrader"]["assignment"])
+        rubric = _rubric(self.config, resources["nbgrader"]["assignment"])
         # shown in the log, and as grade-all names the student (<student>.json to reuse)
         student = display_name(resources["nbgrader"]["student"])
         # before grading: the suites the judge will read (as grade-all keys its results)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from autograder import PACKAGE_DIR, REPO_ROOT
 from autograder.authoring.assignment import chosen_assignment
-from autograder.grading.rubric import RELEASES, RubricError, Rubric, load_rubric
+from autograder.grading.rubric import RubricError, Rubric, load_rubric
 from autograder.grading.results_json import VISIBILITIES
 from autograder.platforms import stored_references
 
@@ -73,15 +73,23 @@ def _package_files() -> list[Path]:
 def kit_files(rubric: Rubric) -> list[Path]:
     """The checkout's files that grading `rubric`'s assignment reads, besides the scripts."""
     files = _package_files() + [REPO_ROOT / name for name in INSTALL_FILES]
-    packages = REPO_ROOT / "assignments" / "__init__.py"  # the suites are imported as assignments.<name>.test_*
+    root = rubric.folder.parent.parent  # the checkout's, or the course's for a course's own kit assignment
+    packages = root / "assignments" / "__init__.py"  # the suites are imported as assignments.<name>.test_*
     files += [packages] if packages.is_file() else []
     # the folder's own files (rubric, suites, the helper modules they import, __init__.py, a conftest.py pytest
     # would load); not its catalogue/
     files += [p for p in rubric.folder.iterdir() if p.is_file() and not p.name.startswith(".")]
     files += rubric.suite_files()
     if rubric.skip_when_unchanged:  # the rubric reads these cells' released source
-        files.append(RELEASES / rubric.assignment / f"{rubric.assignment}.ipynb")
+        files.append(root / "release" / rubric.assignment / f"{rubric.assignment}.ipynb")
     return sorted(set(files))
+
+
+def zip_name(path: Path, rubric: Rubric) -> str:
+    """A file's name in the zip: relative to the checkout, or to the course for the course's own files (the
+    image holds both in one folder, as a checkout does)."""
+    root = REPO_ROOT if path.is_relative_to(REPO_ROOT) else rubric.folder.parent.parent
+    return path.relative_to(root).as_posix()
 
 
 def torch_version(lock: Path) -> str:
@@ -134,7 +142,7 @@ def export(args: argparse.Namespace) -> int:
         if not assignment.isidentifier():  # the suites are imported as assignments.<name>
             raise RubricError(f"{assignment!r} is not an assignment's name")
         rubric = load_rubric(assignment)
-        files = {p.relative_to(REPO_ROOT).as_posix(): p.read_bytes() for p in kit_files(rubric)}
+        files = {zip_name(p, rubric): p.read_bytes() for p in kit_files(rubric)}
         files.update({name: text.encode() for name, text in scripts(rubric, args.visibility,
                                                                      args.allow_unisolated).items()})
         # the image's torch: the lock's version, from PyTorch's CPU-only index (gradescope_setup.sh)

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder import REPO_ROOT
+from autograder.model.course import COURSE_ROOT_VARIABLE, assignment_root
 
 ENTRY_PREFIX = "references-"
 RUN_SECONDS = 600
@@ -28,12 +28,14 @@ RUN_SECONDS = 600
 def computed(assignment: str, torch_version: str) -> tuple[dict[str, bytes], str]:
     """(entry name -> bytes, "") of the references `assignment`'s suites store when its reference solution is
     graded with torch `torch_version`; ({}, why) when they cannot be computed here."""
-    if not (REPO_ROOT / "solutions" / f"{assignment}.py").is_file():
-        return {}, f"no solutions/{assignment}.py in this checkout"
+    root = assignment_root(assignment)  # the course's or the checkout's: its solutions/ import from there
+    if not (root / "solutions" / f"{assignment}.py").is_file():
+        return {}, f"no solutions/{assignment}.py in {root}"
     with tempfile.TemporaryDirectory(prefix="autograder-references-") as folder:
         # a process of its own: the suites set torch's thread count and leave their modules imported
-        done = subprocess.run([sys.executable, "-m", __name__, assignment, folder, torch_version], cwd=REPO_ROOT,
-                              env={**os.environ, "AUTOGRADER_CACHE": folder}, stdin=subprocess.DEVNULL,
+        done = subprocess.run([sys.executable, "-m", __name__, assignment, folder, torch_version], cwd=root,
+                              env={**os.environ, "AUTOGRADER_CACHE": folder, COURSE_ROOT_VARIABLE: str(root)},
+                              stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=RUN_SECONDS)
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]

@@ -14,6 +14,7 @@ from pathlib import Path
 from autograder import REPO_ROOT
 from autograder.authoring.catalogue import Catalogue
 from autograder.authoring.check_suite.grading import DEFAULT_WORKERS, CheckSuiteError, load_catalogue
+from autograder.model.course import COURSE_ROOT_VARIABLE, course_root
 
 
 def rerun_conditions(count: int) -> list[dict[str, str]]:
@@ -28,7 +29,9 @@ def _cli_grade(job: tuple[str, int, Path, Path, dict[str, str], str]) -> str:
     name, i, path, out, changes, assignment = job
     done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), "--assignment", assignment,
                            "-o", str(out)], cwd=REPO_ROOT,
-                          env={**os.environ, **changes}, capture_output=True, text=True, timeout=600)
+                          # the caller's course: its own kit assignments are found from the checkout too
+                          env={**os.environ, COURSE_ROOT_VARIABLE: str(course_root()), **changes},
+                          capture_output=True, text=True, timeout=600)
     return "" if done.returncode == 0 else f"{name} run {i}: exit {done.returncode}: {done.stderr[-300:]}"
 
 
