@@ -1,7 +1,9 @@
 """The whole instructor flow with the real nbgrader CLI, on sample submissions, in a scratch course:
 
 generate -> release -> (each student) fetch, fill in, submit -> collect -> autograde -> generate_feedback
--> export, ending in the grade table from nbgrader's SQLite gradebook.
+-> export, ending in the grade table from nbgrader's SQLite gradebook.  Then the same in a course of an
+instructor's own (course101): its own nbgrader_config.py with the kit's two lines, an ordinary nbgrader
+assignment (ps1) and four parts of transformer_block added under the course's id (hw5), side by side.
 
     python -m autograder.authoring.demo [COURSE_DIR] [--assignment NAME ...]
         (default: build/demo-course/<name>, recreated, for every assignment)
@@ -97,6 +99,8 @@ def grade_table(grades_csv: Path, work: dict[str, str] | None = None) -> str:
     """nbgrader's exported grades, with what each student handed in when `work` says."""
     with grades_csv.open(newline="", encoding="utf-8") as handle:
         rows = sorted(csv.DictReader(handle), key=lambda r: r["student_id"])
+    if work:  # a gradebook shared by several assignments lists every student under each
+        rows = [r for r in rows if r["student_id"] in work]
     work = work or {}
     lines = [f"{'student':<10} {'score':>7} {'max':>5}" + ("  handed in" if work else "")]
     lines += [f"{r['student_id']:<10} {float(r['score']):>7.2f} {float(r['max_score']):>5.0f}"
@@ -115,6 +119,62 @@ def run(course_root: Path, assignment: str) -> Path:
     return course.grade(list(samples))
 
 
+COURSE_CONFIG = """c = get_config()
+c.CourseDirectory.course_id = {course_id!r}
+c.CourseDirectory.root = {root!r}
+c.Exchange.root = {exchange!r}
+c.Execute.timeout = 10
+# the kit, in a course of the instructor's own (docs/instructors.md, "Adding the kit to your course")
+from autograder.nbgrader.course import enable
+enable(c)
+"""
+SHORT_ID = "hw5"
+SHORT_PARTS = "layer_norm,attention,multi_head_attention,transformer_block"
+
+
+def run_course_of_its_own(root: Path) -> dict[str, tuple[Path, dict[str, str]]]:
+    """An instructor's own course (its own nbgrader_config.py with the kit's two lines) holding an ordinary
+    nbgrader assignment (ps1) and four parts of transformer_block added as hw5, both graded by one nbgrader;
+    returns assignment -> (grades.csv, what each student handed in)."""
+    from autograder.authoring import ordinary_samples
+
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    os.environ["AUTOGRADER_COURSE_ROOT"] = str(root.resolve())  # this process's catalogue lookups: the course's
+    exchange = root / "exchange"
+    exchange.mkdir()
+    exchange.chmod(0o777)
+    (root / "nbgrader_config.py").write_text(COURSE_CONFIG.format(course_id=COURSE_ID, root=str(root.resolve()),
+                                                                  exchange=str(exchange)))
+    ordinary_samples.write_source(root)
+    done = subprocess.run([sys.executable, "-m", "autograder", "add-assignment", "transformer_block", "--as", SHORT_ID,
+                           "--parts", SHORT_PARTS, "--course", str(root)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"add-assignment failed: {done.stderr[-2000:]}")
+    graded = {}
+    for assignment in (ordinary_samples.ASSIGNMENT, SHORT_ID):
+        course = Course(root, assignment, config_dir=root)
+        course.env.pop("AUTOGRADER_DB_URL")  # the course's own gradebook, as its config says
+        course.nbgrader("generate_assignment", assignment, "--force")
+        if assignment == SHORT_ID:
+            course.release()
+            for student, notebook in write_demo_class(assignment, root / "samples").items():
+                course.student_submits(student, notebook)
+            work = demo_class_work(assignment)
+            course.add_students(list(work))
+            course.nbgrader("collect", assignment)
+        else:
+            work = ordinary_samples.write_submissions(root, root / "release" / assignment / f"{assignment}.ipynb")
+            course.add_students(list(work))
+        course.nbgrader("autograde", assignment, "--force")
+        course.nbgrader("generate_feedback", assignment, "--force")
+        grades = root / f"grades-{assignment}.csv"
+        course.nbgrader("export", "--to", str(grades), "--assignment", assignment)
+        graded[assignment] = grades, work
+    return graded
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.authoring.demo", description=__doc__.split("\n")[0])
     parser.add_argument("course_dir", nargs="?", type=Path, default=REPO_ROOT / "build" / "demo-course")
@@ -131,6 +191,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"(max: the autograded {rubric.max_score:g} and {rubric.points_by_hand:g} points of written answers, "
                   "graded by hand in nbgrader's formgrader)")
         print()
+    if not args.assignment:
+        root = args.course_dir / "course101"
+        for assignment, (grades, work) in run_course_of_its_own(root).items():
+            kind = "ordinary nbgrader assignment" if assignment != SHORT_ID else \
+                f"transformer_block's {SHORT_PARTS.replace(',', ', ')}, added as {SHORT_ID}"
+            print(f"{root.name}: {assignment} ({kind})\nGrades: {grades}\n")
+            print(grade_table(grades, work))
+            print()
     return 0
 
 
