@@ -19,7 +19,7 @@ import socket
 from typing import Any
 
 # what one cell may send back; the grader refuses more (autograder.host.notebook_run)
-MAX_CELL_TEXT = 4 << 20
+MAX_CELL_TEXT = 2 << 20  # characters: JSON escapes them into at most 6 bytes each
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # what ipykernel gives a notebook
 
 
@@ -63,9 +63,19 @@ class _Outputs:
             return
         last = self.items[-1] if self.items else None
         if last is not None and last["output_type"] == "stream" and last["name"] == name:
-            last["text"] += text
+            last["text"].append(text)  # joined once the cell ends: appending to one string is quadratic
         else:
-            self.items.append({"output_type": "stream", "name": name, "text": text})
+            self.items.append({"output_type": "stream", "name": name, "text": [text]})
+
+    def finished(self) -> list[dict[str, Any]]:
+        """The outputs as nbformat holds them, and a line saying how much was dropped."""
+        for item in self.items:
+            if item["output_type"] == "stream":
+                item["text"] = "".join(item["text"])
+        if self.dropped:
+            self.items.append({"output_type": "stream", "name": "stderr",
+                               "text": f"\n[{self.dropped} more characters of output dropped]\n"})
+        return self.items
 
     def add(self, output: dict[str, Any]) -> None:
         if self._room(len(json.dumps(output, default=str))):
@@ -170,10 +180,6 @@ def run_notebook(sock: socket.socket, cells: list[str], cell_timeout: float) -> 
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             sys.stdout, sys.stderr = stdout, stderr
-        outputs = shell.outputs
-        if outputs.dropped:
-            outputs.items.append({"output_type": "stream", "name": "stderr",
-                                  "text": f"\n[{outputs.dropped} more characters of output dropped]\n"})
-        payload = json.dumps(outputs.items, ensure_ascii=False, default=str).encode("utf-8", "replace")
+        payload = json.dumps(shell.outputs.finished(), ensure_ascii=False, default=str).encode("utf-8", "replace")
         protocol.send(sock, {"cell": number, "count": count, "timed_out": timed_out}, [payload])
     protocol.send(sock, {"finished": True})

@@ -24,7 +24,7 @@ from autograder.model.load_report import Notice
 
 STARTUP_SECONDS = 60.0   # the child isolating itself and IPython starting, before the first cell
 GRACE_SECONDS = 5.0      # past a cell's own timer, before the host stops the child itself
-MAX_CELL_BYTES = 16 << 20  # one cell's outputs as sent (the child keeps 4 M characters of text)
+MAX_CELL_BYTES = 16 << 20  # one cell's outputs as sent (the child keeps 2 M characters of text)
 MAX_OUTPUTS = 1000       # outputs of one cell
 MAX_DEPTH = 12           # nesting of one cell's outputs (application/json included)
 MAX_FILES = 1000         # the notebook's own files copied into its sandbox
