@@ -148,7 +148,7 @@ from autograder import REPO_ROOT
 from autograder.child import box
 grader, tier = int(sys.argv[1]), int(sys.argv[2])
 box.isolate({"tier": tier, "workdir": tempfile.mkdtemp(prefix="autograder-native-"), "processes": 16,
-             "root": str(REPO_ROOT), "rlimits": {}})
+             "root": str(REPO_ROOT), "rlimits": {}, "scratch_mb": 1})
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 found = {"unshare": libc.unshare(0x10000000) == 0, "ptrace grader": libc.ptrace(16, grader, 0, 0) == 0,

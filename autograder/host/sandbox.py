@@ -26,7 +26,7 @@ from pathlib import Path
 from autograder import REPO_ROOT
 from autograder import protocol
 from autograder.host import memory
-from autograder.model.limits import Limits, rlimits
+from autograder.model.limits import SCRATCH_MB, Limits, rlimits
 from autograder.model.load_report import Notice, NoticeKind
 
 MEMORY_SAMPLE_SECONDS = 0.05  # what processes allocate in one interval is how far a bound can be overshot
@@ -279,6 +279,7 @@ class Sandbox:
                   "request_timeout": limits.request_timeout, "forbidden_ops": forbidden_ops,
                   "skip_cells": {str(k): v for k, v in (skip_cells or {}).items()},
                   "rlimits": rlimits(limits), "processes": limits.processes, "preload": preload or [],
+                  "scratch_mb": SCRATCH_MB,
                   "tier": isolation_tier()[0] if limits.isolate else 0}
         self.cgroup = Cgroup.create(self.notices, limits.memory_mb << 20) if limits.isolate else None
         self.tier = config["tier"]
