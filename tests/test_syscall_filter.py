@@ -219,3 +219,72 @@ def test_no_memory_outside_the_address_space_past_its_share(tier, user):
     dev_shm = found.pop("/dev/shm")
     assert found == {name: "EPERM" for name in found}
     assert dev_shm == ("ENOSPC" if tier == "namespaces" else "EACCES")
+
+
+# --- the next student is the test ------------------------------------------------------------------------------
+
+# Every call that would reach a process, turned on the processes around it: its parent, its session and group,
+# and the pids just below its own (the grader, the zygote, the pool's workers, the supervisor, a classmate's
+# sandbox), found without /proc as the red team found them
+ATTACKER = '''
+import os, resource
+
+def attack():
+    own = os.getpid()
+    around = {os.getppid(), os.getsid(0), os.getpgid(0), *range(max(2, own - 400), own + 40)} - {own, 0}
+    tried, reached = 0, []
+    for pid in sorted(around):
+        for name, call in (("RLIMIT_NOFILE 3", lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (3, 3))),
+                           ("RLIMIT_CPU 1", lambda: resource.prlimit(pid, resource.RLIMIT_CPU, (1, 1))),
+                           ("nice 19", lambda: os.setpriority(os.PRIO_PROCESS, pid, 19)),
+                           ("SCHED_IDLE", lambda: os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))),
+                           ("CPU 0 only", lambda: os.sched_setaffinity(pid, {0}))):
+            tried += 1
+            try:
+                call()
+                reached.append(f"{name} on {pid}")
+            except OSError:
+                pass
+    for which in (os.PRIO_PGRP, os.PRIO_USER):  # its group, and every process of its uid
+        tried += 1
+        try:
+            os.setpriority(which, 0, 19)
+            reached.append(f"nice 19 on {which}")
+        except OSError:
+            pass
+    return f"ATTACK tried {tried} reached {len(reached)}: {reached[:4]}"
+
+raise RuntimeError(attack())
+'''
+
+
+@pytest.mark.parametrize("user", ["root", "ordinary user"])
+@pytest.mark.parametrize("tier", TIERS)
+def test_an_attack_on_the_graders_processes_leaves_the_next_student_full_marks(tier, user):
+    import re
+    import shutil
+
+    prefix, uid = _ordinary_user() if user == "ordinary user" else ([], None)
+    folder = Path(tempfile.mkdtemp(prefix="autograder-attack-"))
+    try:
+        (folder / "class").mkdir()
+        solution = (ROOT / "solutions" / "transformer_block.py").read_text()
+        (folder / "class" / "a-attacker.py").write_text(solution + ATTACKER)
+        for student in ("b-next", "c-next"):
+            (folder / "class" / f"{student}.py").write_text(solution)
+        if uid is not None:
+            for path in [folder, *folder.rglob("*")]:
+                os.chown(path, uid, -1)
+        done = subprocess.run([*prefix, *TIERS[tier], sys.executable, "-m", "autograder", "grade-all",
+                               str(folder / "class"), "-o", str(folder / "out"), "--jobs", "2",
+                               "--assignment", "transformer_block"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=600,
+                              env={"PATH": os.environ["PATH"], "LANG": "C.UTF-8"})
+        assert done.returncode == 0, done.stderr[-3000:]
+        results = {p.stem: json.loads(p.read_text()) for p in (folder / "out").glob("*.json")}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    attack = re.search(r"ATTACK tried (\d+) reached (\d+): (.*)", results["a-attacker"]["output"])
+    assert attack, results["a-attacker"]["output"][:2000]
+    assert int(attack[1]) > 100 and int(attack[2]) == 0, attack[0]
+    assert results["b-next"]["score"] == 100 and results["c-next"]["score"] == 100
