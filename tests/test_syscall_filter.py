@@ -288,3 +288,5 @@ def test_an_attack_on_the_graders_processes_leaves_the_next_student_full_marks(t
     assert attack, results["a-attacker"]["output"][:2000]
     assert int(attack[1]) > 100 and int(attack[2]) == 0, attack[0]
     assert results["b-next"]["score"] == 100 and results["c-next"]["score"] == 100
+    # every result says what held its memory there
+    assert all(r["extra_data"]["memory"].startswith("one process, its address space") for r in results.values())

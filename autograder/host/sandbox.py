@@ -70,6 +70,7 @@ class Cgroup:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.memory_bounded = False  # whether the kernel holds its processes to a memory.max
 
     @classmethod
     def create(cls, notices: list[Notice], memory_bytes: int) -> "Cgroup | None":
@@ -95,6 +96,7 @@ class Cgroup:
         for name, value in (("memory.max", limit), ("memory.swap.max", 0)):
             if (self.path / name).exists():
                 (self.path / name).write_text(str(value))
+        self.memory_bounded = (self.path / "memory.max").exists()
 
     def memory_exceeded(self) -> bool:
         try:
@@ -283,6 +285,9 @@ class Sandbox:
                   "tier": isolation_tier()[0] if limits.isolate else 0}
         self.cgroup = Cgroup.create(self.notices, limits.memory_mb << 20) if limits.isolate else None
         self.tier = config["tier"]
+        # what holds its memory here, as results say it
+        self.memory_bound = memory.bound(limits, self.tier, self.cgroup is not None and self.cgroup.memory_bounded,
+                                         str(self.workdir))
         self.started = time.monotonic()
         self.killed = False
         self._killing = threading.Lock()
