@@ -384,15 +384,14 @@ def test_attack_is_contained(runs, env, attack):
         baseline = runs[env]["steps"]["reference"]["peak_processes"]
         assert step["peak_processes"] <= baseline + PROCESSES + 8, (step["peak_processes"], baseline)
     if attack == "memory":
-        # the grader's watchdog stopped it: without a cgroup, the bound is a sample of all its processes every
-        # 50 ms, so six processes allocating at once overshoot it by what they get in one interval.  The hogs are
-        # forked copies of the child (no other program runs), whose summed resident sizes count the pages they
-        # share with it once each: the machine's anonymous memory is the measure
-        assert any(kind == "limit" and f"exceeded {MEMORY_MB} MB" in text
-                   for kind, text in result["extra_data"]["notices"]), result["extra_data"]
+        # one process, no memfd: all it holds is in the address space RLIMIT_AS bounds before memory is taken,
+        # so the machine's anonymous memory never rises past the limit, not even between two of the grader's
+        # samples
+        held = re.search(r"MEMORY (\d+) started, (\d+) memfds, (\d+) threads holding", said)
+        assert held and held.group(1) == "0" and held.group(2) == "0" and int(held.group(3)) <= 2, said
         baseline = runs[env]["steps"]["reference"]["peak_anon_bytes"]
-        assert step["peak_anon_bytes"] <= baseline + (2 * MEMORY_MB << 20), (step["peak_anon_bytes"] >> 20,
-                                                                              baseline >> 20)
+        assert step["peak_anon_bytes"] <= baseline + (MEMORY_MB << 20), (step["peak_anon_bytes"] >> 20,
+                                                                          baseline >> 20)
 
 
 @pytest.mark.parametrize("env", ENVIRONMENTS, ids=IDS)

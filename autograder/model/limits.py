@@ -24,12 +24,12 @@ class Limits:
     timeout: float = _limit(180.0, "wall seconds for the whole submission: loading plus every request")
     cell_timeout: float = _limit(30.0, "wall seconds per notebook cell while loading")
     request_timeout: float = _limit(20.0, "wall seconds per request to the submission (one forward, one backward)")
-    memory_mb: int = _limit(2048, "memory of the whole submission: each process's address space, and all its processes' resident memory together (the reference needs about 1 GB)")
+    memory_mb: int = _limit(2048, "memory of the whole submission: the address space of its one process, its scratch mounts and its pipes' buffers together (the reference needs about 1 GB)")
     output_kb: int = _limit(64, "printed output kept (the rest is drained and dropped)")
     reply_mb: int = _limit(64, "largest reply accepted from the submission's process")
     file_size_mb: int = _limit(16, "largest file the submission may write")
     open_files: int = _limit(256, "open files the submission may hold")
-    processes: int = _limit(64, "processes of one sandbox (counted under its own uid or user namespace)")
+    processes: int = _limit(64, "threads of one sandbox (it may start no other process; counted under its own uid or user namespace)")
     # False only when the grader explicitly allows grading without isolation; set as allow_unisolated
     isolate: bool = field(default=True, metadata={"help": "grade even where this machine allows no sandbox "
                                                           "(every result then says so)", "as": "allow_unisolated"})
