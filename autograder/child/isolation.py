@@ -21,8 +21,8 @@ privilege is needed for any of it.
 - a supervisor, its parent, that is the subreaper of everything it starts: when the child ends, or the grader
   asks (SIGTERM), it kills every process left (by uid when it is root), so a setsid() daemon dies too.
 
-Both tiers: a seccomp filter refusing namespaces, mounts, ptrace, sockets, bpf, Landlock's own calls and the like
-(autograder.child.syscall_filter), no capabilities, no way to gain any (no_new_privs), resource limits, and
+Both tiers: a seccomp filter refusing namespaces, mounts, ptrace, sockets, bpf, Landlock's own calls and the like,
+every call on a process other than itself, and new processes (autograder.child.syscall_filter), no capabilities, no way to gain any (no_new_privs), resource limits, and
 the parent-death signal set after the last identity change (the kernel clears it on a uid change).
 
 Everything here is stdlib only and runs before torch is used by the submission.  A step the OS refuses raises
