@@ -46,6 +46,7 @@ OUT = "/tmp/out"
 HOSTILE_OUT = f"{OUT}/hostile"
 HOSTILE_DIR = Path(__file__).parent / "hostile_container"
 ATTACKS = sorted(p.stem for p in HOSTILE_DIR.glob("*.py"))
+NEXT = "zz-next"  # a correct submission, graded after every attack in the hostile batch
 MEMORY_MB = 1536
 PROCESSES = 64  # the kit's default --processes
 HOSTILE_LIMITS = ["--timeout", "90", "--cell-timeout", "10", "--request-timeout", "10",
@@ -103,6 +104,7 @@ def write_class(folder: Path) -> dict[str, bytes]:
         notebook = student_notebook(ASSIGNMENT, solved=False)
         notebook["cells"].append(code_cell(cell))
         hostile[attack] = notebook
+    hostile[NEXT] = student_notebook(ASSIGNMENT)  # graded last: what the attacks left of the batch's grader
     written = {name: write_notebook(nb, folder / "hostile" / f"{name}.ipynb").read_bytes()
                for name, nb in hostile.items()}
     for path in [folder, *folder.rglob("*")]:
@@ -356,6 +358,13 @@ def test_the_honest_stub_scores_zero(runs, env):
     assert stub["score"] == 0 and stub["tests"], stub["output"]
 
 
+@pytest.mark.parametrize("env", ENVIRONMENTS, ids=IDS)
+def test_the_next_student_after_every_attack_scores_full_marks(runs, env):
+    after = _hostile_result(runs, env, NEXT)
+    assert after["score"] == 100, after["output"]
+    assert after["extra_data"]["memory"].startswith("one process, its address space"), after["extra_data"]
+
+
 @pytest.mark.parametrize("attack", ATTACKS)
 @pytest.mark.parametrize("env", ENVIRONMENTS, ids=IDS)
 def test_attack_is_contained(runs, env, attack):
@@ -376,6 +385,9 @@ def test_attack_is_contained(runs, env, attack):
     if attack == "references":
         reached = re.search(r"REACHED (\d+)(.*)", said)
         assert reached and reached.group(1) == "0", said
+    if attack == "scheduler":
+        reached = re.search(r"SCHEDULER tried (\d+) reached (\d+)(.*)", said)
+        assert reached and int(reached.group(1)) > 100 and reached.group(2) == "0", said
     if attack == "storm":
         forked = re.search(r"FORKED (\d+)", said)
         assert forked is None or int(forked.group(1)) < PROCESSES, said
