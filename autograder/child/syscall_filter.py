@@ -6,6 +6,7 @@ the part not to write by hand.  Each call of the table is in exactly one class (
 fails when libseccomp's table holds a name that is in none):
 
 - ALLOWED, whatever its arguments: what torch, numpy and the interpreter may call;
+- THREADS_ONLY: clone, for a thread with no new namespace;
 - SELF_ONLY: calls that name a process (a pid, a process group, a `which`/`who` pair) are allowed only when
   they name the caller itself: 0 where the call reads 0 as "the caller", or the caller's own pid.  No call
   reaches the grader, the zygote, the supervisor or another sandbox, whatever uid they share with it;
@@ -93,9 +94,10 @@ SELF_ONLY: dict[str, tuple[dict[int, tuple[str, ...]], ...]] = {
     "kill": ({0: ("own",)},), "tkill": ({0: ("own",)},), "tgkill": ({0: ("own",)},),
     "rt_sigqueueinfo": ({0: ("own",)},), "rt_tgsigqueueinfo": ({0: ("own",)},),
     "pidfd_open": ({0: ("own",)},),
-    # threads only (CLONE_THREAD set), and no new namespace
-    "clone": ({},),  # its rule is built apart: see _allow_clone
 }
+
+# a thread (CLONE_THREAD set) with no namespace flag: see _allow_clone
+THREADS_ONLY = ("clone",)
 
 # clone3 passes its flags in memory, which a filter cannot read: answered as unknown (ENOSYS), so the C
 # library falls back to clone, whose flags the rules can check (what Docker's own profile does)
@@ -143,10 +145,11 @@ ALLOWED = (
 
 
 def classified() -> dict[str, str]:
-    """Every name this module classifies -> its class (ALLOWED, SELF_ONLY, REFUSED or NOT_IMPLEMENTED)."""
+    """Every name this module classifies -> its class (ALLOWED, SELF_ONLY, THREADS_ONLY, REFUSED or
+    NOT_IMPLEMENTED)."""
     found: dict[str, str] = {}
-    for kind, names in (("ALLOWED", ALLOWED), ("SELF_ONLY", SELF_ONLY), ("REFUSED", REFUSED),
-                        ("NOT_IMPLEMENTED", NOT_IMPLEMENTED)):
+    for kind, names in (("ALLOWED", ALLOWED), ("SELF_ONLY", SELF_ONLY), ("THREADS_ONLY", THREADS_ONLY),
+                        ("REFUSED", REFUSED), ("NOT_IMPLEMENTED", NOT_IMPLEMENTED)):
         for name in names:
             if name in found:
                 raise ValueError(f"{__file__}: {name} is both {found[name]} and {kind}")
@@ -203,8 +206,7 @@ def install() -> None:
     for name in ALLOWED:
         _add(classification, seccomp.ALLOW, name)
     for name in SELF_ONLY:
-        if name != "clone":
-            _allow_self(classification, name, own)
+        _allow_self(classification, name, own)
     _allow_clone(classification)
     for name in NOT_IMPLEMENTED:
         _add(classification, seccomp.ERRNO(errno.ENOSYS), name)
