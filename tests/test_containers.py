@@ -47,6 +47,7 @@ HOSTILE_OUT = f"{OUT}/hostile"
 ORDINARY_OUT = f"{OUT}/ordinary.json"  # what a prying ordinary nbgrader notebook reached (tests/ordinary_probe.py)
 HOSTILE_DIR = Path(__file__).parent / "hostile_container"
 ATTACKS = sorted(p.stem for p in HOSTILE_DIR.glob("*.py"))
+NEXT = "zz-next"  # a correct submission, graded after every attack in the hostile batch
 MEMORY_MB = 1536
 PROCESSES = 64  # the kit's default --processes
 HOSTILE_LIMITS = ["--timeout", "90", "--cell-timeout", "10", "--request-timeout", "10",
@@ -104,6 +105,7 @@ def write_class(folder: Path) -> dict[str, bytes]:
         notebook = student_notebook(ASSIGNMENT, solved=False)
         notebook["cells"].append(code_cell(cell))
         hostile[attack] = notebook
+    hostile[NEXT] = student_notebook(ASSIGNMENT)  # graded last: what the attacks left of the batch's grader
     written = {name: write_notebook(nb, folder / "hostile" / f"{name}.ipynb").read_bytes()
                for name, nb in hostile.items()}
     for path in [folder, *folder.rglob("*")]:
@@ -372,6 +374,13 @@ def test_the_honest_stub_scores_zero(runs, env):
     assert stub["score"] == 0 and stub["tests"], stub["output"]
 
 
+@pytest.mark.parametrize("env", ENVIRONMENTS, ids=IDS)
+def test_the_next_student_after_every_attack_scores_full_marks(runs, env):
+    after = _hostile_result(runs, env, NEXT)
+    assert after["score"] == 100, after["output"]
+    assert after["extra_data"]["memory"].startswith("one process, its address space"), after["extra_data"]
+
+
 @pytest.mark.parametrize("attack", ATTACKS)
 @pytest.mark.parametrize("env", ENVIRONMENTS, ids=IDS)
 def test_attack_is_contained(runs, env, attack):
@@ -392,6 +401,9 @@ def test_attack_is_contained(runs, env, attack):
     if attack == "references":
         reached = re.search(r"REACHED (\d+)(.*)", said)
         assert reached and reached.group(1) == "0", said
+    if attack == "scheduler":
+        reached = re.search(r"SCHEDULER tried (\d+) reached (\d+)(.*)", said)
+        assert reached and int(reached.group(1)) > 100 and reached.group(2) == "0", said
     if attack == "storm":
         forked = re.search(r"FORKED (\d+)", said)
         assert forked is None or int(forked.group(1)) < PROCESSES, said
@@ -400,15 +412,14 @@ def test_attack_is_contained(runs, env, attack):
         baseline = runs[env]["steps"]["reference"]["peak_processes"]
         assert step["peak_processes"] <= baseline + PROCESSES + 8, (step["peak_processes"], baseline)
     if attack == "memory":
-        # the grader's watchdog stopped it: without a cgroup, the bound is a sample of all its processes every
-        # 50 ms, so six processes allocating at once overshoot it by what they get in one interval.  The hogs are
-        # forked copies of the child (no other program runs), whose summed resident sizes count the pages they
-        # share with it once each: the machine's anonymous memory is the measure
-        assert any(kind == "limit" and f"exceeded {MEMORY_MB} MB" in text
-                   for kind, text in result["extra_data"]["notices"]), result["extra_data"]
+        # one process, no memfd: all it holds is in the address space RLIMIT_AS bounds before memory is taken,
+        # so the machine's anonymous memory never rises past the limit, not even between two of the grader's
+        # samples
+        held = re.search(r"MEMORY (\d+) started, (\d+) memfds, (\d+) threads holding", said)
+        assert held and held.group(1) == "0" and held.group(2) == "0" and int(held.group(3)) <= 2, said
         baseline = runs[env]["steps"]["reference"]["peak_anon_bytes"]
-        assert step["peak_anon_bytes"] <= baseline + (2 * MEMORY_MB << 20), (step["peak_anon_bytes"] >> 20,
-                                                                              baseline >> 20)
+        assert step["peak_anon_bytes"] <= baseline + (MEMORY_MB << 20), (step["peak_anon_bytes"] >> 20,
+                                                                          baseline >> 20)
 
 
 @pytest.mark.parametrize("env", ENVIRONMENTS, ids=IDS)

@@ -17,7 +17,7 @@ import torch
 
 from autograder.host.remote import RemoteSubmission
 from autograder import REPO_ROOT as ROOT
-from autograder.model.limits import Limits
+from autograder.model.limits import Limits, address_space
 from autograder.host.sandbox import Cgroup
 from autograder.protocol import UNISOLATED_NOTICE
 from autograder.model.submission import StudentError, SubmissionBroken
@@ -103,7 +103,7 @@ def probed(two_sandboxes):
 
 def test_resource_limits_are_set(probed):
     found, notices = probed
-    assert found["rlimit_as"] == 3000 << 20 and found["rlimit_nofile"] == 128 and found["rlimit_nproc"] == 64
+    assert found["rlimit_as"] == address_space(Limits(memory_mb=3000, open_files=128)) and found["rlimit_nofile"] == 128 and found["rlimit_nproc"] == 64
     assert notices == [] or all("cgroup" in text for _, text in notices), notices
 
 

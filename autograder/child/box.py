@@ -155,7 +155,7 @@ def name_host(box: Box) -> None:
 
 def build_root(box: Box) -> None:
     owner = box.uid if box.uid is not None else isolation.INNER_ID
-    isolation._build_root(box.libc, box.config["workdir"], box.readable, owner)
+    isolation._build_root(box.libc, box.config["workdir"], box.readable, owner, box.config["scratch_mb"])
     box.home = isolation.HOME
 
 

@@ -21,8 +21,8 @@ privilege is needed for any of it.
 - a supervisor, its parent, that is the subreaper of everything it starts: when the child ends, or the grader
   asks (SIGTERM), it kills every process left (by uid when it is root), so a setsid() daemon dies too.
 
-Both tiers: a seccomp filter refusing namespaces, mounts, ptrace, sockets, bpf, Landlock's own calls and the like
-(autograder.child.syscall_filter), no capabilities, no way to gain any (no_new_privs), resource limits, and
+Both tiers: a seccomp filter refusing namespaces, mounts, ptrace, sockets, bpf, Landlock's own calls and the like,
+every call on a process other than itself, and new processes (autograder.child.syscall_filter), no capabilities, no way to gain any (no_new_privs), resource limits, and
 the parent-death signal set after the last identity change (the kernel clears it on a uid change).
 
 Everything here is stdlib only and runs before torch is used by the submission.  A step the OS refuses raises
@@ -54,7 +54,6 @@ TIER_NAMES = {NAMESPACES_TIER: "tier 1 (namespaces)", LANDLOCK_TIER: "tier 2 (La
 SANDBOX_UID_BASE = 1 << 30  # root grader: uid = base + the child's host PID, unique among live sandboxes
 INNER_ID = 65534             # who the submission is inside a user namespace ("nobody")
 HOME = "/home/student"       # tier 1's working directory, a private tmpfs
-SCRATCH_MB = 64              # each of /tmp, /dev/shm and HOME
 DEVICES = ("null", "zero", "full", "random", "urandom")
 APPARMOR_USERNS = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
 
@@ -107,14 +106,15 @@ def _bind_read_only(libc: ctypes.CDLL, source: str, target: str) -> None:
     _mount(libc, None, target, None, flags)
 
 
-def _scratch(libc: ctypes.CDLL, target: str, mode: str) -> None:
-    _mount(libc, "tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={SCRATCH_MB}m,nr_inodes=4096,mode={mode}")
+def _scratch(libc: ctypes.CDLL, target: str, mode: str, megabytes: int) -> None:
+    _mount(libc, "tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={megabytes}m,nr_inodes=4096,mode={mode}")
 
 
-def _build_root(libc: ctypes.CDLL, new: str, paths: list[str], owner: int) -> None:
+def _build_root(libc: ctypes.CDLL, new: str, paths: list[str], owner: int, scratch_mb: int) -> None:
     """Make a new root on a tmpfs mounted on the empty directory `new` and pivot into it; the host's tree is
     detached afterwards.  `paths` (files and folders) are shown read-only; `owner` owns the working
-    directory."""
+    directory; /tmp, /dev/shm and the working directory are tmpfs mounts of `scratch_mb` each (the grader
+    counts them in the submission's memory)."""
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount propagates back to the host
     _mount(libc, "tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=1024,mode=0755")
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):  # merged-/usr symlinks, or real dirs
@@ -123,14 +123,14 @@ def _build_root(libc: ctypes.CDLL, new: str, paths: list[str], owner: int) -> No
             os.symlink(os.readlink(host), f"{new}/{name}")
     for name in ("tmp", "dev", "dev/shm", "proc", HOME.lstrip("/")):
         os.makedirs(f"{new}/{name}", exist_ok=True)
-    _scratch(libc, f"{new}/tmp", "1777")
+    _scratch(libc, f"{new}/tmp", "1777", scratch_mb)
     _mount(libc, "tmpfs", f"{new}/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755")
     os.makedirs(f"{new}/dev/shm", exist_ok=True)
     for device in DEVICES:
         open(f"{new}/dev/{device}", "w").close()
         _mount(libc, f"/dev/{device}", f"{new}/dev/{device}", None, MS_BIND)
-    _scratch(libc, f"{new}/dev/shm", "1777")
-    _scratch(libc, new + HOME, "0700")
+    _scratch(libc, f"{new}/dev/shm", "1777", scratch_mb)
+    _scratch(libc, new + HOME, "0700", scratch_mb)
     os.chown(new + HOME, owner, owner)
     for path in paths:  # after the scratch mounts, which would hide a path below /tmp (a CI checkout's venv)
         if os.path.isdir(path):
@@ -327,7 +327,7 @@ def _try(staging: str, engine: str | None, hidden: str | None, tier: int) -> str
         os.close(read)
         try:
             box.isolate({"isolate": True, "tier": tier, "workdir": staging, "processes": 64, "engine": engine,
-                         "root": hidden, "rlimits": {}})
+                         "root": hidden, "rlimits": {}, "scratch_mb": 1})
             code = 0
         except BaseException as exc:  # noqa: BLE001 - anything at all means "cannot isolate"
             os.write(write, str(exc).encode()[:500])

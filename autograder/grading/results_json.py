@@ -116,6 +116,7 @@ def gradescope(result: GradeResult, *, cells_sha256: str = "", assignment_finger
             "parts": {p.part.name: {"score": rounded(p.score), "max_score": p.part.points,
                                     "forbidden_ops": list(p.forbidden), **_exact_verdicts(p)} for p in result.parts},
             "isolation": result.load.isolation,  # which tier of the sandbox graded it
+            "memory": result.load.memory,  # what held its memory to the limit there
             # [kind, text]: some texts come from the child, the kind never does
             "notices": [[n.kind.value, clean_text(n.text, MAX_LINE_CHARS)] for n in result.load.notices],
             # as the summary shows them: all that rendering this result again needs
@@ -258,6 +259,8 @@ def from_gradescope(data: Any, rubric: Rubric) -> GradeResult:
     load.notices = [Notice(NoticeKind(kind), text) for kind, text in extra["notices"]]
     load.failure, load.cell_errors = extra["load_failure"], cell_errors
     load.isolation = extra["isolation"]
+    _check(isinstance(extra.get("memory", ""), str), "memory is not text")
+    load.memory = extra.get("memory", "")  # absent from results written before it was recorded
     return GradeResult(submission=extra["submission"], sha256=extra["submission_sha256"],
                        assignment=rubric.assignment, parts=parts, max_score=rubric.max_score, load=load,
                        unreadable=extra["unreadable"], resembles=[Resemblance(*r) for r in resembles],

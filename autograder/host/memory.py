@@ -9,6 +9,8 @@ from __future__ import annotations
 import ctypes
 import os
 
+from autograder.model.limits import SCRATCH_MB, SCRATCH_MOUNTS, Limits, address_space, outside_address_space
+
 PAGE = os.sysconf("SC_PAGE_SIZE")
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -91,3 +93,36 @@ def _allocated(pid: int) -> int:
     except (OSError, ValueError, IndexError):
         pass
     return total
+
+
+def filesystem(path: str) -> str:
+    """The type of the file system holding `path` (tmpfs, ext4, overlay...), from this process's mount table."""
+    best, kind = "", "unknown"
+    try:
+        with open("/proc/self/mountinfo") as table:
+            for line in table:
+                fields = line.split()
+                point, after = fields[4], fields[fields.index("-") + 1]
+                if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+                    best, kind = point, after
+    except (OSError, ValueError, IndexError):
+        pass
+    return kind
+
+
+def bound(limits: Limits, tier: int, cgroup_bounded: bool, scratch: str) -> str:
+    """What holds a sandbox's memory to --memory-mb here, as every result says it (extra_data.memory)."""
+    room = address_space(limits) >> 20
+    if not limits.isolate:
+        return f"each process's address space ({room} MB, RLIMIT_AS), and the grader's watch over them all"
+    outside = outside_address_space(limits) >> 20
+    if tier == 1:
+        held = (f"one process, its address space {room} MB (RLIMIT_AS), and {outside} MB outside it (its "
+                f"{SCRATCH_MOUNTS} scratch mounts of {SCRATCH_MB} MB, its pipes' buffers)")
+    else:
+        kind = filesystem(scratch)
+        held = (f"one process, its address space {room} MB (RLIMIT_AS), and its pipes' buffers; its scratch "
+                f"folder is on {kind}, bounded per file")
+        if kind in ("tmpfs", "ramfs"):
+            held += " (its files there are memory that only the grader's watch counts)"
+    return held + ("; and its cgroup's memory.max" if cgroup_bounded else "; no cgroup memory controller here")

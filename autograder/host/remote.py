@@ -134,6 +134,7 @@ class RemoteSubmission(Submission):
             except ZygoteFailed as exc:  # the grader's own failure: no grade, rather than a grade of 0
                 raise JudgingInterrupted(f"could not start a sandbox ({exc})") from exc
             self.generation += 1
+            self.report.memory = self.sandbox.memory_bound
             running, header = self._wait_until_loaded(time.monotonic() + load_seconds + LOAD_GRACE_SECONDS)
             if header is not None:
                 try:

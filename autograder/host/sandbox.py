@@ -27,7 +27,7 @@ from typing import Any
 from autograder import REPO_ROOT
 from autograder import protocol
 from autograder.host import memory
-from autograder.model.limits import Limits, rlimits
+from autograder.model.limits import SCRATCH_MB, Limits, rlimits
 from autograder.model.load_report import Notice, NoticeKind
 
 MEMORY_SAMPLE_SECONDS = 0.05  # what processes allocate in one interval is how far a bound can be overshot
@@ -82,6 +82,7 @@ class Cgroup:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.memory_bounded = False  # whether the kernel holds its processes to a memory.max
 
     @classmethod
     def create(cls, notices: list[Notice], memory_bytes: int) -> "Cgroup | None":
@@ -107,6 +108,7 @@ class Cgroup:
         for name, value in (("memory.max", limit), ("memory.swap.max", 0)):
             if (self.path / name).exists():
                 (self.path / name).write_text(str(value))
+        self.memory_bounded = (self.path / "memory.max").exists()
 
     def memory_exceeded(self) -> bool:
         try:
@@ -293,10 +295,14 @@ class Sandbox:
                   "request_timeout": limits.request_timeout, "forbidden_ops": forbidden_ops,
                   "skip_cells": {str(k): v for k, v in (skip_cells or {}).items()},
                   "rlimits": rlimits(limits), "processes": limits.processes, "preload": preload or [],
+                  "scratch_mb": SCRATCH_MB,
                   "tier": isolation_tier()[0] if limits.isolate else 0, "mode": mode,
                   "files": str(files) if files is not None else None}
         self.cgroup = Cgroup.create(self.notices, limits.memory_mb << 20) if limits.isolate else None
         self.tier = config["tier"]
+        # what holds its memory here, as results say it
+        self.memory_bound = memory.bound(limits, self.tier, self.cgroup is not None and self.cgroup.memory_bounded,
+                                         str(self.workdir))
         self.started = time.monotonic()
         self.killed = False
         self._killing = threading.Lock()

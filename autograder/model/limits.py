@@ -24,12 +24,12 @@ class Limits:
     timeout: float = _limit(180.0, "wall seconds for the whole submission: loading plus every request")
     cell_timeout: float = _limit(30.0, "wall seconds per notebook cell while loading")
     request_timeout: float = _limit(20.0, "wall seconds per request to the submission (one forward, one backward)")
-    memory_mb: int = _limit(2048, "memory of the whole submission: each process's address space, and all its processes' resident memory together (the reference needs about 1 GB)")
+    memory_mb: int = _limit(2048, "memory of the whole submission: the address space of its one process, its scratch mounts and its pipes' buffers together (the reference needs about 1 GB)")
     output_kb: int = _limit(64, "printed output kept (the rest is drained and dropped)")
     reply_mb: int = _limit(64, "largest reply accepted from the submission's process")
     file_size_mb: int = _limit(16, "largest file the submission may write")
     open_files: int = _limit(256, "open files the submission may hold")
-    processes: int = _limit(64, "processes of one sandbox (counted under its own uid or user namespace)")
+    processes: int = _limit(64, "threads of one sandbox (it may start no other process; counted under its own uid or user namespace)")
     # False only when the grader explicitly allows grading without isolation; set as allow_unisolated
     isolate: bool = field(default=True, metadata={"help": "grade even where this machine allows no sandbox "
                                                           "(every result then says so)", "as": "allow_unisolated"})
@@ -41,11 +41,30 @@ class Limits:
                 raise ValueError(f"the limit {knob.name} must be a positive number, not {value!r}")
 
 
+# Tier 1's private tmpfs mounts (/tmp, /dev/shm and its home): their files are memory that no address space
+# holds, so their sizes are taken off the address space (in both tiers, so that a grade is the same in both)
+SCRATCH_MOUNTS, SCRATCH_MB = 3, 64
+PIPE_BUFFER_BYTES = 64 << 10  # a pipe's default buffer, which the seccomp filter keeps it from growing
+
+
+def outside_address_space(limits: Limits) -> int:
+    """Bytes a submission may hold in the kernel outside its address space: its scratch mounts' files, and the
+    buffers of the pipes its open descriptors can keep (one each at most).  Nothing else outside it can be
+    created: the filter refuses memfds, System V and POSIX IPC, socket pairs and new processes."""
+    return (SCRATCH_MOUNTS * SCRATCH_MB << 20) + limits.open_files * PIPE_BUFFER_BYTES
+
+
+def address_space(limits: Limits) -> int:
+    """RLIMIT_AS of the submission's one process: with what it can hold outside, exactly --memory-mb.  The
+    kernel checks it before memory is mapped, so the bound holds before the memory is taken."""
+    return max((limits.memory_mb << 20) - outside_address_space(limits), 1 << 20)
+
+
 def rlimits(limits: Limits) -> dict[str, int]:
     """Set by the child right after the fork, before its cells arrive.  RLIMIT_NPROC is not among them: it is
     set once the child has its own identity, so that it counts this sandbox's processes alone."""
     cpu = int(limits.timeout) + 5
-    return {"RLIMIT_AS": limits.memory_mb << 20, "RLIMIT_CPU": cpu, "RLIMIT_FSIZE": limits.file_size_mb << 20,
+    return {"RLIMIT_AS": address_space(limits), "RLIMIT_CPU": cpu, "RLIMIT_FSIZE": limits.file_size_mb << 20,
             "RLIMIT_CORE": 0, "RLIMIT_NOFILE": limits.open_files}
 
 

@@ -28,6 +28,7 @@ class LoadReport:
         self.loaded = False
         self.failure = ""  # why the submission never finished loading, if it did not
         self.isolation = ""  # which tier of the sandbox graded it (autograder.child.isolation.TIER_NAMES)
+        self.memory = ""  # what held its memory to the limit there (autograder.host.memory.bound)
 
     def notices_of(self, kind: NoticeKind) -> list[str]:
         """The texts of the notices of one kind, in their order."""

@@ -1,26 +1,35 @@
-# Six processes of 512 MB each, together far over the submission's memory: forked copies of the child (the
-# sandbox refuses execve), each under its own address-space limit beside the child's torch.  Each says on a
-# pipe when it holds its memory, and the cell waits for that, so the bound is crossed before grading goes on,
-# however slowly the machine starts them.
-import os, select, time
-read, write = os.pipe()
+# Memory past the submission's limit, every way a process can hold it: six forked processes of 512 MB each
+# (the filter refuses new processes), memfds of 16 MB never mapped (refused: no address space counts them),
+# then six threads of 512 MB each in its one address space, which RLIMIT_AS bounds before memory is taken.
+import os, threading
 started = 0
 for _ in range(6):
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        break
     if pid == 0:
-        try:
-            hog = b"x" * (512 << 20)
-            os.write(write, b"!")
-            time.sleep(60)
-        finally:
-            os._exit(0)
+        hog = b"x" * (512 << 20)
+        os._exit(0)
     started += 1
-os.close(write)
-holding, deadline = 0, time.monotonic() + 8
-while holding < started and time.monotonic() < deadline:
-    if select.select([read], [], [], max(deadline - time.monotonic(), 0))[0]:
-        chunk = os.read(read, 16)
-        if not chunk:
-            break
-        holding += len(chunk)
-raise RuntimeError("MEMORY %d started, %d holding" % (started, holding))
+memfds = []
+for _ in range(192):
+    try:
+        fd = os.memfd_create("hoard")
+        os.ftruncate(fd, 16 << 20)
+        os.pwrite(fd, b"x" * (16 << 20), 0)
+        memfds.append(fd)
+    except OSError:
+        break
+held = []
+def take():
+    try:
+        held.append(b"x" * (512 << 20))
+    except MemoryError:
+        pass
+threads = [threading.Thread(target=take) for _ in range(6)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+raise RuntimeError("MEMORY %d started, %d memfds, %d threads holding" % (started, len(memfds), len(held)))
