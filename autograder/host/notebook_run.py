@@ -48,6 +48,7 @@ class NotebookRun:
     """What running the cells gave: one CellRun per cell, as far as the child got."""
     cells: list[CellRun] = field(default_factory=list)
     isolation: str = ""
+    memory: str = ""  # what held its memory to the limit there (autograder.host.memory.bound)
     notices: list[Notice] = field(default_factory=list)
     died: str = ""  # why the child stopped before its last cell ("" when it ran every one)
     stuck: bool = False  # it stopped because a cell ran on past its interrupt (not because it died)
@@ -159,6 +160,7 @@ def run_notebook(cells: list[str], limits: Limits, files: Path | None = None) ->
     failure, never the notebook's)."""
     run = NotebookRun(isolation=isolation_name(limits))
     sandbox = Sandbox(cells, limits, [], preload=["IPython"], mode="notebook", files=files)
+    run.memory = sandbox.memory_bound
     try:
         run.died = _collect(sandbox, cells, limits.cell_timeout, run)
     finally:

@@ -160,7 +160,7 @@ def grade_ordinary(step: Any, nb: NotebookNode, resources: dict[str, Any], limit
             shutil.rmtree(staging, ignore_errors=True)
         for line in left_out:
             step.log.warning("%s: not copied beside the notebook: %s", student, line)
-    lines = [f"Graded in the sandbox: isolation {run.isolation}",
+    lines = [f"Graded in the sandbox: isolation {run.isolation}", f"Its memory was held by {run.memory}",
              *(notice.text for notice in run.notices)]
     if run.died and not run.stuck:
         raise DeadKernel(f"{student}: {run.died}")

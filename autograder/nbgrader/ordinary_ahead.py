@@ -49,7 +49,7 @@ def spec_line(out: Path, *, db_url: str, assignment: str, notebook: str, timeout
 
 def stored(run: NotebookRun, sources: list[str], timeout: float) -> dict[str, Any]:
     return {"sources": sources, "timeout": timeout, "cells": [asdict(cell) for cell in run.cells],
-            "isolation": run.isolation, "notices": [[n.kind.value, n.text] for n in run.notices], "died": run.died,
+            "isolation": run.isolation, "memory": run.memory, "notices": [[n.kind.value, n.text] for n in run.notices], "died": run.died,
             "stuck": run.stuck}
 
 
@@ -61,7 +61,7 @@ def stored_run(path: Path, sources: list[str], timeout: float) -> NotebookRun | 
         if data["sources"] != sources or data["timeout"] != timeout:
             return None
         return NotebookRun([CellRun(c["outputs"], c["execution_count"], c["timed_out"]) for c in data["cells"]],
-                           data["isolation"], [Notice(NoticeKind(k), t) for k, t in data["notices"]],
+                           data["isolation"], data["memory"], [Notice(NoticeKind(k), t) for k, t in data["notices"]],
                            data["died"], data["stuck"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
