@@ -46,6 +46,9 @@ OUT = "/tmp/out"
 HOSTILE_OUT = f"{OUT}/hostile"
 HOSTILE_DIR = Path(__file__).parent / "hostile_container"
 ATTACKS = sorted(p.stem for p in HOSTILE_DIR.glob("*.py"))
+NEXT_STUDENT = "zz-correct"  # the reference, graded in the hostile batch after the attackers
+# the grader's scratch folders still there once the batch is over (TMPDIR is the container's /tmp)
+LEFTOVERS = "import glob, json, tempfile; print(json.dumps(glob.glob(tempfile.gettempdir() + '/autograder-*')))"
 MEMORY_MB = 1536
 PROCESSES = 64  # the kit's default --processes
 HOSTILE_LIMITS = ["--timeout", "90", "--cell-timeout", "10", "--request-timeout", "10",
@@ -97,7 +100,7 @@ def write_class(folder: Path) -> dict[str, bytes]:
     """The samples and the hostile class, readable by uid 1000; returns each hostile file's bytes."""
     write_notebook(student_notebook(ASSIGNMENT), folder / "correct.ipynb")
     write_notebook(student_notebook(ASSIGNMENT, [UNBIASED_VARIANCE]), folder / "one_bug.ipynb")
-    hostile = {"stub": student_notebook(ASSIGNMENT, solved=False)}
+    hostile = {"stub": student_notebook(ASSIGNMENT, solved=False), NEXT_STUDENT: student_notebook(ASSIGNMENT)}
     for attack in ATTACKS:
         cell = (HOSTILE_DIR / f"{attack}.py").read_text().replace("__OUT__", HOSTILE_OUT)
         notebook = student_notebook(ASSIGNMENT, solved=False)
@@ -152,7 +155,8 @@ def plan(env: tuple[str, str]) -> dict:
              grade("one_bug", "one_bug.ipynb"),
              {"name": "hostile", "cwd": SOURCE, "timeout": 400, "results": [f"{HOSTILE_OUT}/*"],
               "argv": [PYTHON, "-m", "autograder", "grade-all", f"{SUBMISSIONS}/hostile", "--assignment",
-                       ASSIGNMENT, "-o", HOSTILE_OUT, *HOSTILE_LIMITS]}]
+                       ASSIGNMENT, "-o", HOSTILE_OUT, *HOSTILE_LIMITS]},
+             {"name": "leftovers", "cwd": "/", "timeout": 60, "argv": [PYTHON, "-c", LEFTOVERS]}]
     collect = [f"{OUT}/**/*.json", f"{OUT}/**/*.csv"]
     if env == GRADESCOPE_ENV:
         steps += [gradescope("gradescope_one_bug"), gradescope("gradescope_hostile")]
@@ -354,6 +358,20 @@ def test_one_bug_scores_as_on_the_host(runs, host_one_bug, env):
 def test_the_honest_stub_scores_zero(runs, env):
     stub = _hostile_result(runs, env, "stub")
     assert stub["score"] == 0 and stub["tests"], stub["output"]
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS, ids=IDS)
+def test_the_next_student_scores_full_marks_and_no_scratch_folder_is_left(runs, env):
+    """After every attack of the batch (left_behind: its scratch folder with every mode taken away), the
+    reference scores 100 and the grader removed every scratch folder; tests/test_containers checks the
+    processes (test_no_process_outlives_grading)."""
+    correct = _hostile_result(runs, env, NEXT_STUDENT)
+    assert correct["score"] == 100, correct["output"][:2000]
+    leftovers = runs[env]["steps"]["leftovers"]
+    assert leftovers["returncode"] == 0 and json.loads(leftovers["stdout"]) == [], leftovers
+    attacker = _hostile_result(runs, env, "left_behind")
+    assert "LEFT " in _cell(attacker) and "scratch made" in _cell(attacker), _cell(attacker)
+    assert not any("could not be removed" in text for _, text in attacker["extra_data"]["notices"])
 
 
 @pytest.mark.parametrize("attack", ATTACKS)
