@@ -337,9 +337,11 @@ def test_an_attacker_leaves_nothing_for_the_next_student(tier, user, shared_tmp)
     for name in ("class", "out", "tmp"):
         (batch / name).mkdir(parents=True)
         (batch / name).chmod(0o777)
-    reference = SOLUTION.read_text()
-    (batch / "class" / "a-attacker.py").write_text(reference + "\n" + LEFT_BEHIND.replace("__TOKEN__", TOKEN + "-batch"))
-    (batch / "class" / "b-correct.py").write_text(reference)
+    # the attack in the untouched release (whose checks fail fast), as in the containers' class
+    attacker = student_notebook("transformer_block", solved=False)
+    attacker["cells"].append(code_cell(LEFT_BEHIND.replace("__TOKEN__", TOKEN + "-batch")))
+    write_notebook(attacker, batch / "class" / "a-attacker.ipynb")
+    (batch / "class" / "b-correct.py").write_text(SOLUTION.read_text())
     prefix = [*(_ordinary_user()[0] if user == "ordinary user" else []), *TIERS[tier]]
     done = subprocess.run([*prefix, sys.executable, "-m", "autograder", "grade-all", str(batch / "class"),
                            "--assignment", "transformer_block", "--jobs", "1", "-o", str(batch / "out"), *FLAGS],
