@@ -349,7 +349,8 @@ def test_an_attacker_leaves_nothing_for_the_next_student(tier, user, shared_tmp)
                           env={"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "TMPDIR": str(batch / "tmp"),
                                "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-3000:]
-    attacker, correct = (json.loads((batch / "out" / f"{name}.json").read_text()) for name in ("a-attacker", "b-correct"))
+    attacker, correct = (json.loads((batch / "out" / f"{name}.json").read_text())
+                         for name in ("a-attacker", "b-correct"))
     assert attacker["extra_data"]["isolation"].startswith("tier 1" if tier == "namespaces" else "tier 2")
     assert correct["score"] == 100, correct["output"][:2000]
     assert processes_mentioning(TOKEN + "-batch") == []

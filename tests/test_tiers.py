@@ -378,8 +378,9 @@ def test_a_course_where_the_sandbox_must_read_is_refused_naming_it(tmp_path):
     import sysconfig
 
     course = Path(sysconfig.get_paths()["purelib"]) / "torch"  # any folder the sandbox must read holds
-    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(ROOT / "solutions" / "transformer_block.py"),
-                           "--assignment", "transformer_block", "-o", str(tmp_path / "r.json")], cwd=tmp_path,
+    reference = ROOT / "solutions" / "transformer_block.py"
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(reference), "--assignment",
+                           "transformer_block", "-o", str(tmp_path / "r.json")], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120,
                           env={"PATH": os.environ["PATH"], "AUTOGRADER_COURSE_ROOT": str(course)})
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr

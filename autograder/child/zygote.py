@@ -165,7 +165,8 @@ def main() -> None:
     from autograder.child.serve import prepare
 
     seen = json.loads(sys.argv[2])
-    prepare(tuple(seen["hidden"]), tuple(seen["imports"]))  # torch and every module a child needs, imported once here instead of once per submission
+    # torch and every module a child needs, imported once here instead of once per submission
+    prepare(tuple(seen["hidden"]), tuple(seen["imports"]))
     _send(control, {"ready": os.getpid()})
     serve(control)
 

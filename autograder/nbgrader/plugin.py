@@ -432,7 +432,8 @@ class SandboxedGrading(_LimitTraits):
         return Limits(**{knob.field: knob.limit_value(getattr(self, knob.name)) for knob in knobs()})
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
-        hide_course(CourseDirectory(config=self.config).root)  # its gradebook and submissions: out of every sandbox's sight
+        # the gradebook and the submissions: out of every sandbox's sight, wherever autograde was started
+        hide_course(CourseDirectory(config=self.config).root)
         rubric = load_rubric(self.assignment or resources["nbgrader"]["assignment"])
         # shown in the log, and as grade-all names the student (<student>.json to reuse)
         student = display_name(resources["nbgrader"]["student"])
