@@ -90,3 +90,22 @@ def test_a_folder_that_cannot_be_removed_is_said_in_one_line(shared):
 
 def test_removing_a_folder_that_is_gone_is_no_problem(tmp_path):
     assert scratch.remove(tmp_path / "never-made") is None
+
+
+def test_a_scratch_folder_left_behind_reaches_the_result(monkeypatch):
+    """The removal happens when the sandbox ends, after the child's first message made the report: what it
+    could not remove still reaches the report (and results.json) as a notice of kind `sandbox`."""
+    from autograder.host.remote import RemoteSubmission
+    from autograder.model.limits import Limits
+    from autograder.model.load_report import NoticeKind
+
+    submission = RemoteSubmission(["answer = 42"], Limits(), [])
+    workdir = submission.sandbox.workdir
+    assert submission.report.loaded
+    said = f"its scratch folder {workdir} could not be removed (Permission denied); remove it by hand"
+    removed = scratch.remove
+    monkeypatch.setattr(scratch, "remove", lambda path: said if removed(path) is None else "unexpected")
+    submission.close()
+    assert not workdir.exists()
+    assert [(n.kind, n.text) for n in submission.report.notices if "could not be removed" in n.text] == \
+        [(NoticeKind.SANDBOX, said)]
