@@ -41,7 +41,7 @@ DURATIONS = Path(__file__).with_name("durations.json")
 FAST_TIER = {"test_architecture.py", "test_benchmark.py", "test_box.py", "test_check_suite.py", "test_checks.py", "test_fuzz.py",
              "test_hidden_suites.py", "test_intake.py", "test_judge.py", "test_lms.py", "test_notebook_run.py", "test_norms_and_gates.py",
              "test_object_arguments.py", "test_op_recorder.py", "test_packaging.py", "test_protocol.py",
-             "test_release_validation.py", "test_requests.py", "test_resemblance.py", "test_reuse.py",
+             "test_release_validation.py", "test_requests.py", "test_resemblance.py", "test_reuse.py", "test_scratch.py",
              "test_rubric.py", "test_sandbox.py", "test_similarity.py", "test_source_cells.py", "test_stored_references.py"}
 
 

@@ -69,7 +69,7 @@ def modules_loaded_by(code: str) -> list[str]:
 def test_child_modules_load_nothing_else_of_the_kit_in_a_fresh_interpreter():
     modules = sorted(module_name(p) for p in CHILD.rglob("*.py"))
     code = (f"for name in {modules!r}: __import__(name)\n"
-            "from autograder.child.serve import prepare; prepare()")  # what the zygote imports for its children
+            "from autograder.child.serve import prepare; prepare((), tuple(sys.path))")  # what the zygote imports for its children
     loaded = {m for m in modules_loaded_by(code) if m == "autograder" or m.startswith("autograder.")}
     assert set(modules) <= loaded
     assert loaded - set(modules) <= {"autograder", "autograder.protocol"}

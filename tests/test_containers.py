@@ -47,7 +47,9 @@ HOSTILE_OUT = f"{OUT}/hostile"
 ORDINARY_OUT = f"{OUT}/ordinary.json"  # what a prying ordinary nbgrader notebook reached (tests/ordinary_probe.py)
 HOSTILE_DIR = Path(__file__).parent / "hostile_container"
 ATTACKS = sorted(p.stem for p in HOSTILE_DIR.glob("*.py"))
-NEXT = "zz-next"  # a correct submission, graded after every attack in the hostile batch
+NEXT = "zz-next"  # the reference, graded after every attack in the hostile batch (sorted last)
+# the grader's scratch folders still there once the batch is over (TMPDIR is the container's /tmp)
+LEFTOVERS = "import glob, json, tempfile; print(json.dumps(glob.glob(tempfile.gettempdir() + '/autograder-*')))"
 MEMORY_MB = 1536
 PROCESSES = 64  # the kit's default --processes
 HOSTILE_LIMITS = ["--timeout", "90", "--cell-timeout", "10", "--request-timeout", "10",
@@ -157,7 +159,8 @@ def plan(env: tuple[str, str]) -> dict:
               "argv": [PYTHON, f"{HARNESS}/ordinary_probe.py", ORDINARY_OUT, SOURCE]},
              {"name": "hostile", "cwd": SOURCE, "timeout": 400, "results": [f"{HOSTILE_OUT}/*"],
               "argv": [PYTHON, "-m", "autograder", "grade-all", f"{SUBMISSIONS}/hostile", "--assignment",
-                       ASSIGNMENT, "-o", HOSTILE_OUT, *HOSTILE_LIMITS]}]
+                       ASSIGNMENT, "-o", HOSTILE_OUT, *HOSTILE_LIMITS]},
+             {"name": "leftovers", "cwd": "/", "timeout": 60, "argv": [PYTHON, "-c", LEFTOVERS]}]
     collect = [f"{OUT}/**/*.json", f"{OUT}/**/*.csv"]
     if env == GRADESCOPE_ENV:
         steps += [gradescope("gradescope_one_bug"), gradescope("gradescope_hostile")]
@@ -375,10 +378,18 @@ def test_the_honest_stub_scores_zero(runs, env):
 
 
 @pytest.mark.parametrize("env", ENVIRONMENTS, ids=IDS)
-def test_the_next_student_after_every_attack_scores_full_marks(runs, env):
+def test_the_next_student_after_every_attack_scores_full_marks_and_no_scratch_folder_is_left(runs, env):
+    """After every attack of the batch (left_behind: its scratch folder with every mode taken away; scheduler: the
+    grader's processes' limits and priorities), the reference scores 100 and the grader removed every scratch
+    folder; test_no_process_outlives_grading checks the processes."""
     after = _hostile_result(runs, env, NEXT)
-    assert after["score"] == 100, after["output"]
+    assert after["score"] == 100, after["output"][:2000]
     assert after["extra_data"]["memory"].startswith("one process, its address space"), after["extra_data"]
+    leftovers = runs[env]["steps"]["leftovers"]
+    assert leftovers["returncode"] == 0 and json.loads(leftovers["stdout"]) == [], leftovers
+    attacker = _hostile_result(runs, env, "left_behind")
+    assert "LEFT " in _cell(attacker) and "scratch made" in _cell(attacker), _cell(attacker)
+    assert not any("could not be removed" in text for _, text in attacker["extra_data"]["notices"])
 
 
 @pytest.mark.parametrize("attack", ATTACKS)

@@ -10,6 +10,8 @@ import csv
 import json
 import os
 import re
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import NamedTuple
@@ -306,3 +308,53 @@ def test_submission_cannot_forge_results(graded):
 def test_nbgrader_gives_every_hostile_submission_the_clis_grade(graded):
     for student in THROUGH_NBGRADER:
         assert graded.nbgrader_scores[student] == pytest.approx(graded.results[student]["score"], abs=1e-3), student
+
+
+# An attacker on its own sandbox, then a correct submission in the same grade-all batch, in each tier, as root
+# and as an ordinary user: the next student scores 100 and nothing of the attacker is left, no process and no
+# scratch folder.  The attack (tests/hostile_container/left_behind.py, graded in containers too) blinds its
+# supervisor where the kernel lets it, starts a setsid daemon, a fork-only daemon and spinners, and takes every
+# permission away from its scratch folder and a tree nested 1,500 deep in it.
+LEFT_BEHIND = (Path(__file__).parent / "hostile_container" / "left_behind.py").read_text()
+
+
+@pytest.fixture(scope="module")
+def shared_tmp():
+    """A folder every uid may write in, as /tmp (pytest's own are root's alone): each batch's TMPDIR."""
+    from tests.test_scratch import shared_folder
+
+    with shared_folder() as folder:
+        yield folder
+
+
+@pytest.mark.parametrize("user", ["root", "ordinary user"])
+@pytest.mark.parametrize("tier", ["namespaces", "landlock"])
+def test_an_attacker_leaves_nothing_for_the_next_student(tier, user, shared_tmp):
+    from tests.test_sandbox import _ordinary_user
+    from tests.test_tiers import TIERS
+
+    batch = shared_tmp / f"{tier}-{user.replace(' ', '-')}"
+    for name in ("class", "out", "tmp"):
+        (batch / name).mkdir(parents=True)
+        (batch / name).chmod(0o777)
+    # the attack in the untouched release (whose checks fail fast), as in the containers' class
+    attacker = student_notebook("transformer_block", solved=False)
+    attacker["cells"].append(code_cell(LEFT_BEHIND.replace("__TOKEN__", TOKEN + "-batch")))
+    write_notebook(attacker, batch / "class" / "a-attacker.ipynb")
+    (batch / "class" / "b-correct.py").write_text(SOLUTION.read_text())
+    prefix = [*(_ordinary_user()[0] if user == "ordinary user" else []), *TIERS[tier]]
+    done = subprocess.run([*prefix, sys.executable, "-m", "autograder", "grade-all", str(batch / "class"),
+                           "--assignment", "transformer_block", "--jobs", "1", "-o", str(batch / "out"), *FLAGS],
+                          cwd=batch, capture_output=True, text=True, timeout=600,
+                          env={"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "TMPDIR": str(batch / "tmp"),
+                               "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    attacker, correct = (json.loads((batch / "out" / f"{name}.json").read_text())
+                         for name in ("a-attacker", "b-correct"))
+    assert attacker["extra_data"]["isolation"].startswith("tier 1" if tier == "namespaces" else "tier 2")
+    assert correct["score"] == 100, correct["output"][:2000]
+    assert processes_mentioning(TOKEN + "-batch") == []
+    assert list((batch / "tmp").iterdir()) == []  # every scratch folder removed, the attacker's too
+    assert not any("could not be removed" in text for _, text in attacker["extra_data"]["notices"])
+    said = "; ".join(e["message"] for e in attacker["extra_data"]["cell_errors"])
+    assert "LEFT " in said and "scratch made" in said, said  # the attack ran to its end

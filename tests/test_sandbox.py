@@ -175,8 +175,14 @@ def test_scratch_space_is_private_and_dies_with_the_sandbox(two_sandboxes):
     found = second.call("probe")
     assert name not in found["tmp"] and name not in found["shm"]
     for host_folder in (tempfile.gettempdir(), "/dev/shm"):
-        # os.walk, not glob: other tests' sandboxes come and go under /tmp while this one looks
-        left = [folder for folder, dirs, files in os.walk(host_folder) if name in dirs or name in files]
+        # os.walk, not glob: other tests' sandboxes come and go under /tmp while this one looks; three levels
+        # (a sandbox's own /tmp would be <scratch>/tmp/<name>), as other tests' hostile submissions nest
+        # folders deeper than a walk can recurse
+        left = []
+        for folder, dirs, files in os.walk(host_folder):
+            left += [folder] if name in dirs or name in files else []
+            if folder.count("/") - host_folder.count("/") >= 3:
+                dirs.clear()
         assert not left, host_folder
 
 

@@ -148,11 +148,11 @@ def test_tier_2_contains_what_tier_1_contains(user):
 # What native code past the child's audit hook would ask the kernel, in each tier as it is entered for a child
 NATIVE = r"""
 import ctypes, json, sys, tempfile
-from autograder import REPO_ROOT
 from autograder.child import box
+from autograder.host.sandbox import hidden_folders, import_folders
 grader, tier = int(sys.argv[1]), int(sys.argv[2])
 box.isolate({"tier": tier, "workdir": tempfile.mkdtemp(prefix="autograder-native-"), "processes": 16,
-             "root": str(REPO_ROOT), "rlimits": {}, "scratch_mb": 1})
+             "hidden": hidden_folders(), "imports": import_folders(), "rlimits": {}, "scratch_mb": 1})
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 found = {"unshare": libc.unshare(0x10000000) == 0, "ptrace grader": libc.ptrace(16, grader, 0, 0) == 0,
@@ -320,3 +320,110 @@ def test_a_refusal_caused_by_apparmor_names_apparmor(tmp_path, monkeypatch):
     assert "AppArmor" in said and str(switch) in said
     switch.write_text("0\n")
     assert isolation._apparmor_says("unshare user and other namespaces", 1) == ""
+
+
+# The last cell reports what the child sees by raising: its message (200 characters at most) is stored in
+# results.json's cell_errors, so the child compares and reports only the differences
+LOOK_AROUND = '''
+import json, os, sys
+unexpected = [p for p in sys.path if p not in IMPORTS] + [p for p in IMPORTS if p not in sys.path]
+readable = []
+for path in FILES:  # opened: Landlock does not answer access()
+    try:
+        open(path).read(1)
+        readable.append(path)
+    except OSError:
+        pass
+listed = []
+for folder in FOLDERS:
+    try:
+        listed += [name for name in os.listdir(folder) if name not in ON_THE_WAY]
+    except OSError:
+        pass
+raise RuntimeError("SEEN " + json.dumps([unexpected, readable, listed])[:190])
+'''
+
+
+@pytest.fixture(scope="module")
+def course_folder():
+    """A course's folder outside the checkout, readable by the ordinary user: its gradebook, a submission."""
+    course = Path(tempfile.mkdtemp(prefix="course-"))
+    (course / "gradebook.db").write_text("the grades")
+    (course / "submitted").mkdir()
+    for folder in (course, course / "submitted"):
+        folder.chmod(0o777)
+    yield course
+    shutil.rmtree(course, ignore_errors=True)
+
+
+# each tier, user and start twice, in four grades: the view and the import path are worked out alike in
+# both tiers, which only enforce them differently (test_the_sandbox_sees_an_allow_list_wherever_the_course_lives)
+@pytest.mark.parametrize("tier,user,start", [("namespaces", "root", "beside the checkout"),
+                                             ("namespaces", "ordinary user", "in a course folder"),
+                                             ("landlock", "root", "in a course folder"),
+                                             ("landlock", "ordinary user", "beside the checkout")])
+def test_the_view_does_not_depend_on_where_the_grader_starts(tier, user, start, course_folder):
+    """`python -m autograder grade` puts its working directory first on sys.path, and PYTHONPATH adds more:
+    started from the folder that holds the checkout (the checkout on PYTHONPATH) or from a course folder, it
+    grades isolated, the child's sys.path is the environment's import folders and nothing else, and neither
+    the checkout, the working directory nor the course folder can be read from a cell."""
+    from autograder.host.sandbox import import_folders
+
+    prefix = TIERS[tier] if user == "root" else [*_ordinary_user()[0], *TIERS[tier]]
+    cwd = ROOT.parent if start == "beside the checkout" else course_folder
+    python_path = [str(ROOT)] + ([str(course_folder)] if cwd == course_folder else [])
+    files = [str(ROOT / "README.md"), str(ROOT / "solutions" / "transformer_block.py"),
+             str(course_folder / "gradebook.db")]
+    submission = course_folder / "submitted" / f"{tier}-{user.replace(' ', '-')}-{start.replace(' ', '-')}.py"
+    imports = [p for p in import_folders() if os.path.realpath(p) != str(ROOT)]
+    # tier 2 lists none of these folders; tier 1 shows only the empty folders on the way to the engine and
+    # the environment (this checkout's .venv and autograder/)
+    on_the_way = {ROOT.name, "autograder", ".venv"} | {p.name for p in Path(sys.base_prefix).parents}
+    facts = {"IMPORTS": imports, "FILES": files, "FOLDERS": [str(cwd), str(ROOT), str(course_folder)],
+             "ON_THE_WAY": sorted(on_the_way)}
+    submission.write_text((ROOT / "solutions" / "transformer_block.py").read_text() + "\n"
+                          + "".join(f"{name} = {value!r}\n" for name, value in facts.items()) + LOOK_AROUND)
+    out = submission.with_suffix(".json")
+    done = subprocess.run([*prefix, sys.executable, "-m", "autograder", "grade", str(submission), "--assignment",
+                           "transformer_block", "-o", str(out)], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env={"PATH": os.environ["PATH"], "LANG": "C.UTF-8",
+                                            "PYTHONPATH": os.pathsep.join(python_path)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert results["extra_data"]["isolation"].startswith("tier 1" if tier == "namespaces" else "tier 2")
+    assert results["score"] == 100
+    [error] = results["extra_data"]["cell_errors"]
+    assert error["message"].startswith("SEEN "), error
+    unexpected, readable, listed = json.loads(error["message"].removeprefix("SEEN "))
+    assert unexpected == [], f"the child's sys.path is not the environment's import folders: {unexpected}"
+    assert readable == [] and listed == [], (readable, listed)
+    assert str(cwd) not in imports and str(course_folder) not in imports  # what the child must not import from
+
+
+def test_a_course_where_the_sandbox_must_read_is_refused_naming_it(tmp_path):
+    """A course folder inside the environment's site-packages would be shown to every sandbox: the grader
+    refuses in one line that names the folder and what to move, and never blames the machine."""
+    import sysconfig
+
+    course = Path(sysconfig.get_paths()["purelib"]) / "torch"  # any folder the sandbox must read holds
+    reference = ROOT / "solutions" / "transformer_block.py"
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(reference), "--assignment",
+                           "transformer_block", "-o", str(tmp_path / "r.json")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env={"PATH": os.environ["PATH"], "AUTOGRADER_COURSE_ROOT": str(course)})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "allows no sandbox" not in done.stderr
+    assert f"holds {course.resolve()}" in done.stderr and "move" in done.stderr, done.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_checkout_on_an_import_path_is_refused_not_shown():
+    """A legacy editable install (a .pth file naming the checkout) would put the checkout, solutions and
+    suites included, on the sandbox's import path: the view refuses it, naming the folder."""
+    from autograder import PACKAGE_DIR
+    from autograder.child import view
+    from autograder.host.sandbox import hidden_folders, import_folders
+
+    assert str(ROOT) in hidden_folders()
+    with pytest.raises(view.HiddenInView, match=f"^{ROOT}, which the sandbox must read .* is {ROOT}, which no sandbox"):
+        view.readable_paths(str(PACKAGE_DIR), hidden_folders(), (*import_folders(), str(ROOT)))

@@ -77,7 +77,7 @@ def compute_view(box: Box) -> None:
 
     engine = box.config.get("engine", str(PACKAGE_DIR))
     try:
-        box.readable = view.readable_paths(engine, box.config["root"])
+        box.readable = view.readable_paths(engine, tuple(box.config["hidden"]), tuple(box.config["imports"]))
     except view.HiddenInView as exc:
         raise IsolationError(str(exc)) from None
     if box.config.get("files"):  # an ordinary notebook's own files, gathered by the grader (copy_files)
@@ -146,7 +146,7 @@ def unshare_namespaces(box: Box) -> None:
 def fork_pid_one(box: Box) -> None:
     """After unshare(CLONE_NEWPID) only children enter the new namespace: the child, PID 1 there, carries on;
     when it dies the kernel kills every process left in the namespace, setsid() daemons included."""
-    isolation._fork_supervised(lambda: None)
+    isolation._fork_supervised(lambda listing: None)
 
 
 def name_host(box: Box) -> None:
@@ -177,7 +177,7 @@ def fork_supervisor(box: Box) -> None:
     isolation._check(box.libc.prctl(isolation.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0),
                      "become the subreaper of the submission's processes")
     uid = box.uid
-    isolation._fork_supervised(lambda: isolation._end_descendants(uid))
+    isolation._fork_supervised(lambda listing: isolation._end_descendants(uid, listing))
 
 
 def make_scratch(box: Box) -> None:
@@ -236,9 +236,9 @@ def disable_forbidden(box: Box) -> None:
 
 
 def hide_kit(box: Box) -> None:
-    """The kit's root is not importable by the submission (nor mounted)."""
-    if box.config["root"] in sys.path:
-        sys.path.remove(box.config["root"])
+    """The submission imports from exactly what it may read: the grader's import folders, never the kit's
+    root (the zygote's first entry, neither mounted nor granted) nor another hidden folder."""
+    sys.path[:] = view.import_path(tuple(box.config["imports"]))
 
 
 def copy_files(box: Box) -> None:

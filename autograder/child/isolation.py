@@ -213,7 +213,7 @@ def _capabilities() -> str:
 
 # --- the supervisor: the parent that outlives the submission's processes -------------------------------
 
-def _supervise(child: int, end_the_rest: Callable[[], None]) -> None:
+def _supervise(child: int, end_the_rest: Callable[[int], None], listing: int) -> None:
     """Wait for `child`, end whatever it left behind (`end_the_rest`), then die the way it did, so the judge
     can say "killed by SIGSEGV".  SIGTERM (the grader's stop, or this process's parent dying) kills the child
     first.  Never returns."""
@@ -229,7 +229,7 @@ def _supervise(child: int, end_the_rest: Callable[[], None]) -> None:
     if os.getppid() == 1:  # the grader is already gone
         stop()
     _, status = os.waitpid(child, 0)
-    end_the_rest()
+    end_the_rest(listing)
     if os.WIFSIGNALED(status):
         died_of = os.WTERMSIG(status)
         if died_of not in (signal.SIGKILL, signal.SIGSTOP):  # the two whose action cannot be changed
@@ -239,17 +239,33 @@ def _supervise(child: int, end_the_rest: Callable[[], None]) -> None:
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
-def _fork_supervised(end_the_rest: Callable[[], None]) -> None:
-    """Fork; the child returns and carries on, the parent supervises it and never returns."""
+def _fork_supervised(end_the_rest: Callable[[int], None]) -> None:
+    """Fork; the child returns and carries on, the parent supervises it and never returns.  `end_the_rest` gets
+    the supervisor's list of its children (_children_file), opened before the fork."""
+    listing = _children_file()
     pid = os.fork()
     if pid != 0:
-        _supervise(pid, end_the_rest)
+        _supervise(pid, end_the_rest, listing)
+    if listing >= 0:
+        os.close(listing)
 
 
-def _children() -> list[int]:
+def _children_file() -> int:
+    """The supervisor's list of its children, opened once before the submission runs: read again from its start
+    it is listed afresh, and it needs no descriptor at the time of the clean-up, whatever limits the
+    submission managed to set on its supervisor by then.  -1 where /proc shows none (tier 2 then ends
+    processes by uid alone, as root)."""
     try:
-        return [int(p) for p in Path(f"/proc/self/task/{os.getpid()}/children").read_text().split()]
+        return os.open(f"/proc/self/task/{os.getpid()}/children", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
+        return -1
+
+
+def _children(listing: int) -> list[int]:
+    try:
+        os.lseek(listing, 0, os.SEEK_SET)
+        return [int(p) for p in os.read(listing, 1 << 20).split()]
+    except (OSError, ValueError):
         return []
 
 
@@ -266,14 +282,15 @@ def _kill_uid(uid: int) -> None:
     os.waitpid(pid, 0)
 
 
-def _end_descendants(uid: int | None) -> None:
+def _end_descendants(uid: int | None, listing: int) -> None:
     """Tier 2's clean-up, in the supervisor (a subreaper): orphans of the submission's processes become its
-    children, so killing its children until none is left ends the whole tree, however it forked."""
+    children, so killing its children (`listing`: _children_file) until none is left ends the whole tree,
+    however it forked."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         if uid is not None:
             _kill_uid(uid)
-        for pid in _children():
+        for pid in _children(listing):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
@@ -316,7 +333,7 @@ def _check_readable(readable: list[str]) -> None:
                                  "the folders above it readable and searchable by every user (chmod o+rX)")
 
 
-def _try(staging: str, engine: str | None, hidden: str | None, tier: int) -> str | None:
+def _try(staging: str, engine: str | None, hidden: tuple[str, ...], imports: tuple[str, ...], tier: int) -> str | None:
     """Run the kernel's steps of `tier` (autograder.child.box) in a throw-away forked process: None if they
     held, else why not."""
     from autograder.child import box  # which orders this module's steps: imported here, not at the top
@@ -327,7 +344,7 @@ def _try(staging: str, engine: str | None, hidden: str | None, tier: int) -> str
         os.close(read)
         try:
             box.isolate({"isolate": True, "tier": tier, "workdir": staging, "processes": 64, "engine": engine,
-                         "root": hidden, "rlimits": {}, "scratch_mb": 1})
+                         "hidden": hidden, "imports": imports, "rlimits": {}, "scratch_mb": 1})
             code = 0
         except BaseException as exc:  # noqa: BLE001 - anything at all means "cannot isolate"
             os.write(write, str(exc).encode()[:500])
@@ -342,11 +359,14 @@ def _try(staging: str, engine: str | None, hidden: str | None, tier: int) -> str
     return reason or f"the isolation probe {'crashed' if os.WIFSIGNALED(status) else 'failed'}"
 
 
-def probe(staging: str, engine: str | None, hidden: str | None) -> tuple[int | None, list[str]]:
-    """The strongest tier this machine allows (None: neither), and why each stronger one was refused."""
+def probe(staging: str, engine: str | None, hidden: tuple[str, ...],
+          imports: tuple[str, ...]) -> tuple[int | None, list[str]]:
+    """The strongest tier this machine allows (None: neither), and why each stronger one was refused.
+    `hidden` and `imports` as autograder.child.view.readable_paths takes them: the caller checks that view
+    first, so that a misplaced course is never mistaken for a machine without a sandbox."""
     refusals = []
     for tier in (NAMESPACES_TIER, LANDLOCK_TIER):
-        reason = _try(staging, engine, hidden, tier)
+        reason = _try(staging, engine, hidden, imports, tier)
         if reason is None:
             return tier, refusals
         refusals.append(f"{TIER_NAMES[tier]} refused: {reason}")

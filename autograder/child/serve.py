@@ -220,21 +220,21 @@ def skip_seeding_unbuilt_devices() -> None:
             getattr(torch, name).manual_seed_all = _nothing_to_seed
 
 
-def prepare() -> None:
+def prepare(hidden: tuple[str, ...], imports: tuple[str, ...]) -> None:
     """Runs once, in the zygote: torch and every module a child needs, imported before any child exists.  The
     first use of autograd imports parts of torch lazily: done here too, so that no request's timer ever
-    interrupts an import half-way."""
+    interrupts an import half-way.  `hidden` and `imports` are the grader's (autograder.child.view)."""
     import torch
     from autograder import protocol  # noqa: F401 - imported for the children
     from autograder.child import box, forbidden, isolation, notebook, vjp  # noqa: F401
     from autograder.child.op_recorder import OpRecorder
 
     torch.set_num_threads(1)
-    from autograder import PACKAGE_DIR, REPO_ROOT
+    from autograder import PACKAGE_DIR
     from autograder.child import view
 
     try:  # the allow-list of what a child may read, the same for every child: worked out once
-        view.readable_paths(str(PACKAGE_DIR), str(REPO_ROOT))
+        view.readable_paths(str(PACKAGE_DIR), hidden, imports)
     except view.HiddenInView:
         pass  # each child's isolation refuses it, and says why
     with OpRecorder(frozenset()):

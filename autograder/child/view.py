@@ -18,7 +18,8 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 
 
 class HiddenInView(Exception):
-    """A path the sandbox needs holds the course's checkout, which must stay out of its sight."""
+    """A path the sandbox needs holds a folder that must stay out of its sight (the kit's checkout, the
+    course's folder)."""
 
 
 def _loaded_library_folders() -> set[str]:
@@ -54,24 +55,39 @@ def _interpreter_paths() -> set[str]:
     return paths
 
 
+def _holds(outer: str, inner: str) -> bool:
+    return outer == inner or inner.startswith(outer.rstrip("/") + "/")
+
+
+def import_path(imports: tuple[str, ...]) -> list[str]:
+    """The child's sys.path: the grader's import folders (autograder.host.sandbox.import_folders: the standard
+    library, the site-packages and what their .pth files add; never its working directory nor PYTHONPATH)
+    that exist.  All of them are readable: readable_paths refuses a view where one is hidden."""
+    return [p for p in imports if os.path.exists(p)]
+
+
 @functools.cache  # computed once in the zygote (autograder.child.serve.prepare), inherited by every child
-def readable_paths(engine: str | None, hidden: str | None) -> list[str]:
-    """Existing files and folders the sandbox reads, outermost first, none inside another.  `hidden` is the
-    kit's checkout: no path may hold it (the engine and a virtual environment may lie inside it).  Raises
-    HiddenInView when one would."""
+def readable_paths(engine: str | None, hidden: tuple[str, ...], imports: tuple[str, ...]) -> list[str]:
+    """Existing files and folders the sandbox reads, outermost first, none inside another: the interpreter,
+    the shared libraries, `imports` (where it imports installed code from) and the `engine`.  `hidden` (the
+    kit's checkout, the course's folder) are never shown, though folders inside them may be (a virtual
+    environment, the engine).  Raises HiddenInView when a needed path holds one of them."""
     wanted = _interpreter_paths() | _loaded_library_folders() | set(ETC_FILES)
-    wanted |= {os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)}
+    wanted |= {os.path.realpath(p) for p in import_path(imports)}
     if engine:
         wanted.add(os.path.realpath(engine))
-    hidden = os.path.realpath(hidden) if hidden else None
-    if hidden:
-        wanted.discard(hidden)
+    hidden_real = {os.path.realpath(h) for h in hidden}
     kept: list[str] = []
     for path in sorted((p for p in wanted if os.path.exists(p)), key=lambda p: (p.count("/"), p)):
-        if any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+        if any(_holds(k, path) for k in kept):
             continue  # already visible through a folder above it
-        if hidden and (hidden == path or hidden.startswith(path.rstrip("/") + "/")):
-            raise HiddenInView(f"{path} is needed by the interpreter but holds the course's checkout {hidden}; "
-                               "install the course outside it")
+        for real in hidden_real:
+            if _holds(path, real):
+                what = ("the grading engine" if engine and _holds(path, os.path.realpath(engine)) else
+                        "the interpreter and its installed packages")
+                held = "is" if path == real else "holds"
+                raise HiddenInView(f"{path}, which the sandbox must read for {what}, {held} {real}, which no "
+                                   f"sandbox may see (the kit's checkout or the course's folder): move {real} out "
+                                   f"of {path}, or install {what} elsewhere")
         kept.append(path)
     return kept  # shared through the cache: callers do not change it

@@ -8,7 +8,7 @@ import sys
 from autograder.authoring.assignment import chosen_assignment
 from autograder.commands import UsageError
 from autograder.grading.rubric import Rubric, RubricError, load_rubric
-from autograder.host.sandbox import isolation_refused
+from autograder.host.sandbox import SandboxMisplaced, isolation_refused
 from autograder.model import limits
 from autograder.model.interrupts import JudgingInterrupted, interruption
 
@@ -27,7 +27,11 @@ def rubric_of(args: argparse.Namespace) -> Rubric:
 
 
 def require_sandbox(args: argparse.Namespace) -> None:
-    if not args.allow_unisolated and (refused := isolation_refused()):
+    try:
+        refused = None if args.allow_unisolated else isolation_refused()
+    except SandboxMisplaced as exc:
+        raise UsageError(str(exc)) from None
+    if refused:
         raise UsageError(f"this machine allows no sandbox ({refused}); --allow-unisolated grades without one")
 
 

@@ -224,6 +224,7 @@ class RemoteSubmission(Submission):
     def close(self) -> None:
         if self.sandbox is not None:
             self.sandbox.kill()
+            self.report.notices += self.sandbox.end_notices  # what its end left behind, if anything
             if self.sandbox.exceeded and not self.final:
                 self.exceeded = self.broken_reason = f"the submission {self.sandbox.exceeded}"
             self.sandbox = None

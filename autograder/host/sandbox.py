@@ -12,8 +12,8 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -26,7 +26,7 @@ from typing import Any
 
 from autograder import REPO_ROOT
 from autograder import protocol
-from autograder.host import memory
+from autograder.host import memory, scratch
 from autograder.model.limits import SCRATCH_MB, Limits, rlimits
 from autograder.model.load_report import Notice, NoticeKind
 
@@ -34,23 +34,90 @@ MEMORY_SAMPLE_SECONDS = 0.05  # what processes allocate in one interval is how f
 SUPERVISOR_SECONDS = 10.0  # for the supervisor to end a sandbox's processes on SIGTERM
 
 
+COURSE_ROOT_VARIABLE = "AUTOGRADER_COURSE_ROOT"
+_course_roots: set[str] = set()  # course folders a front end named (nbgrader's CourseDirectory.root)
+
+
+class SandboxMisplaced(RuntimeError):
+    """The machine allows a sandbox, but a folder it must read holds the kit's checkout or the course: the
+    message names both and what to move."""
+
+
 @functools.cache
+def import_folders() -> tuple[str, ...]:
+    """Where this environment imports installed code from, as a fresh interpreter of it sees them: the
+    standard library, the site-packages and what their .pth files add, and the user's site folder when this
+    interpreter uses one.  Never this process's working directory (which `python -m` puts first) nor
+    PYTHONPATH: what the grader was started from must not change what a sandbox sees."""
+    flags = ["-E", "-P"] + ([] if site.ENABLE_USER_SITE else ["-s"])
+    done = subprocess.run([sys.executable, *flags, "-c", "import json, sys; print(json.dumps(sys.path))"],
+                          capture_output=True, text=True, cwd="/", timeout=60,
+                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.path.expanduser("~")})
+    if done.returncode != 0:
+        raise SandboxMisplaced(f"{sys.executable} could not say where it imports from: {done.stderr.strip()[-300:]}")
+    return tuple(p for p in json.loads(done.stdout) if p and os.path.exists(p))
+
+
+def hide_course(root: str | os.PathLike) -> None:
+    """A front end that knows the course's folder (nbgrader's CourseDirectory.root) names it: no sandbox
+    started after this may see it."""
+    _course_roots.add(os.path.realpath(root))
+
+
+def hidden_folders() -> tuple[str, ...]:
+    """What no sandbox may see, even through a folder it needs: the course's folder (its gradebook, source/,
+    the submissions: $AUTOGRADER_COURSE_ROOT, else the working directory, and any a front end named) and the
+    kit's checkout (its suites, rubrics and solutions), unless the engine is installed as a package."""
+    folders = {os.path.realpath(os.environ.get(COURSE_ROOT_VARIABLE) or os.getcwd()), *_course_roots}
+    if str(REPO_ROOT) not in _site_folders():  # a checkout, even one a .pth file puts on sys.path
+        folders.add(str(REPO_ROOT))
+    return tuple(sorted(folders))
+
+
+def _site_folders() -> set[str]:
+    """The interpreter's own folders for installed packages (where a non-editable install puts the engine)."""
+    import sysconfig
+
+    names = sysconfig.get_paths()
+    folders = [names["purelib"], names["platlib"], *site.getsitepackages(), site.getusersitepackages()]
+    return {os.path.realpath(folder) for folder in folders}
+
+
+def check_view() -> None:
+    """Raises SandboxMisplaced when a folder the sandbox needs holds a hidden one: a problem of where things
+    are installed, which no tier can solve and which must not read as a machine without a sandbox."""
+    from autograder import PACKAGE_DIR
+    from autograder.child import view
+
+    try:
+        view.readable_paths(str(PACKAGE_DIR), hidden_folders(), import_folders())
+    except view.HiddenInView as exc:
+        raise SandboxMisplaced(f"the sandbox cannot be set up here: {exc}") from None
+
+
 def isolation_tier() -> tuple[int | None, tuple[str, ...]]:
     """The strongest tier of isolation this machine allows (None: neither), and why stronger ones were
-    refused; checked once per process, in throw-away processes."""
+    refused; checked once per process, in throw-away processes.  Raises SandboxMisplaced."""
+    check_view()
+    return _probed_tier(hidden_folders())
+
+
+@functools.cache
+def _probed_tier(hidden: tuple[str, ...]) -> tuple[int | None, tuple[str, ...]]:
     from autograder import PACKAGE_DIR
     from autograder.child import isolation
 
     staging = tempfile.mkdtemp(prefix="autograder-probe-")
     try:
-        tier, refusals = isolation.probe(staging, str(PACKAGE_DIR), str(REPO_ROOT))
+        tier, refusals = isolation.probe(staging, str(PACKAGE_DIR), hidden, import_folders())
         return tier, tuple(refusals)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        scratch.remove(staging)  # nothing ran in it
 
 
 def isolation_refused() -> str | None:
-    """None when this machine lets a child isolate itself in some tier, else why not (one line)."""
+    """None when this machine lets a child isolate itself in some tier, else why not (one line).  Raises
+    SandboxMisplaced when it does but the kit or the course lies where a sandbox would see it."""
     tier, refusals = isolation_tier()
     return None if tier is not None else "; ".join(refusals)
 
@@ -191,9 +258,14 @@ class Zygote:
         if control is None:
             control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             self.errors = tempfile.TemporaryFile()
-            bootstrap = f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from autograder.child.zygote import main; main()"
+            # its imports come from the kit's root and the environment's import folders, never from where the
+            # grader was started; its children drop the kit's root too (autograder.child.box.hide_kit)
+            seen = {"hidden": hidden_folders(), "imports": import_folders()}
+            bootstrap = (f"import sys; sys.path[:] = [{str(REPO_ROOT)!r}, *{list(seen['imports'])!r}]; "
+                         "from autograder.child.zygote import main; main()")
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-u", "-c", bootstrap, str(theirs.fileno())], stdin=subprocess.DEVNULL,
+                [sys.executable, "-I", "-u", "-c", bootstrap, str(theirs.fileno()), json.dumps(seen)],
+                stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=self.errors, env={**CHILD_ENV, "HOME": "/nonexistent"},
                 cwd="/", pass_fds=[theirs.fileno()], start_new_session=True)  # Ctrl-C is the grader's to handle
             theirs.close()
@@ -284,19 +356,21 @@ class Sandbox:
         the judge's requests; `files` is a folder of its own files, copied into its home before its first cell."""
         self.limits = limits
         self.notices: list[Notice] = []  # what the host saw of the sandbox: kind SANDBOX
+        self.end_notices: list[Notice] = []  # ... and of its end (kill), which comes after its report was made
+        tier = isolation_tier()[0] if limits.isolate else 0  # before anything is made: it may raise
         # the child builds its root file system on this empty directory inside its own mount namespace (the
         # host never sees anything in it), or works in it when isolation is off
         self.workdir = Path(tempfile.mkdtemp(prefix="autograder-"))
         parent_sock, child_sock = socket.socketpair()
         self.sock = parent_sock
-        config = {"root": str(REPO_ROOT), "workdir": str(self.workdir), "isolate": limits.isolate,
+        config = {"hidden": hidden_folders(), "imports": import_folders(), "workdir": str(self.workdir),
+                  "isolate": limits.isolate,
                   "cell_timeout": limits.cell_timeout,
                   "load_seconds": load_seconds if load_seconds is not None else limits.timeout,
                   "request_timeout": limits.request_timeout, "forbidden_ops": forbidden_ops,
                   "skip_cells": {str(k): v for k, v in (skip_cells or {}).items()},
                   "rlimits": rlimits(limits), "processes": limits.processes, "preload": preload or [],
-                  "scratch_mb": SCRATCH_MB,
-                  "tier": isolation_tier()[0] if limits.isolate else 0, "mode": mode,
+                  "scratch_mb": SCRATCH_MB, "tier": tier, "mode": mode,
                   "files": str(files) if files is not None else None}
         self.cgroup = Cgroup.create(self.notices, limits.memory_mb << 20) if limits.isolate else None
         self.tier = config["tier"]
@@ -312,7 +386,7 @@ class Sandbox:
         except ZygoteFailed:
             os.close(output_read)
             self.sock.close()
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            scratch.remove(self.workdir)  # nothing ran in it
             if self.cgroup is not None:
                 self.cgroup.kill()
             raise
@@ -406,13 +480,14 @@ class Sandbox:
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self.notices.append(Notice(NoticeKind.SANDBOX, "child did not die within 10 s of SIGKILL"))
+            self.end_notices.append(Notice(NoticeKind.SANDBOX, "child did not die within 10 s of SIGKILL"))
         self._drain.join(timeout=2)
         if self._drain.is_alive():
-            self.notices.append(Notice(NoticeKind.SANDBOX, "a process outside the sandbox's reach still holds its "
-                                                           "output pipe"))
+            self.end_notices.append(Notice(NoticeKind.SANDBOX, "a process outside the sandbox's reach still holds "
+                                                               "its output pipe"))
         self.sock.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if (left := scratch.remove(self.workdir)) is not None:
+            self.end_notices.append(Notice(NoticeKind.SANDBOX, left))
 
     def exit_description(self) -> str:
         code = self.process.poll()

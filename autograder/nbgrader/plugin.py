@@ -66,7 +66,7 @@ from autograder.grading.result import GradeResult, display_name
 from autograder.grading.results_json import from_gradescope, gradescope, message_text, summary
 from autograder.grading.rubric import PartScore, Rubric, has_rubric, load_rubric, score
 from autograder.model.limits import Limits, knobs
-from autograder.host.sandbox import isolation_refused
+from autograder.host.sandbox import hide_course, isolation_refused
 from autograder.host.intake import UnreadableSubmission, read_submission
 from autograder.host.source_cells import cells_from, read_cells
 from autograder.model.cells import code_text, grade_id_of, is_check_cell, last_carriers
@@ -452,6 +452,8 @@ class SandboxedGrading(_LimitTraits):
         return Limits(**{knob.field: knob.limit_value(getattr(self, knob.name)) for knob in knobs()})
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        # the gradebook and the submissions: out of every sandbox's sight, wherever autograde was started
+        hide_course(CourseDirectory(config=self.config).root)
         if is_ordinary(self.config, resources["nbgrader"]["assignment"]):
             self.require_sandbox()
             from autograder.nbgrader.ordinary import grade_ordinary
