@@ -29,6 +29,7 @@ from typing import Any
 
 from autograder.grading.batch import Entry, grade_in_worker, stop_workers, worker_pool
 from autograder.grading.rubric import load_rubric
+from autograder.host.sandbox import hide_course
 from autograder.model.interrupts import Terminated, raise_terminated
 from autograder.model.limits import Limits
 
@@ -59,6 +60,8 @@ def main() -> None:
 def _grade(spec: dict[str, Any]) -> None:
     threading.Thread(target=_stop_when_input_closes, daemon=True).start()
     rubric = load_rubric(spec["assignment"], course=spec.get("course"))
+    if spec.get("course"):  # out of every sandbox's sight, as in the autograde process that started this one
+        hide_course(spec["course"])
     limits = Limits(**spec["limits"])
     out = Path(spec["out"])
     entries = [Entry(student, Path(path), Path(root)) for student, path, root in spec["entries"]]

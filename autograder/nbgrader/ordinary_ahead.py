@@ -5,7 +5,7 @@ On its first ordinary notebook, SandboxedGrading starts
 
     python -m autograder.nbgrader.ordinary_ahead
 
-with one JSON line: {"db_url", "assignment", "notebook", "timeout", "skip_tag", "limits", "jobs", "out",
+with one JSON line: {"course" (its root: hidden from every sandbox), "db_url", "assignment", "notebook", "timeout", "skip_tag", "limits", "jobs", "out",
 "entries": [[student, student_id, notebook path, [folders of its own files]], ...]}.  For each entry, in that
 order and `jobs` at a time, it sanitises the submitted notebook with nbgrader's own steps (DeduplicateIds,
 OverwriteKernelspec, OverwriteCells, reading the gradebook), runs the cells nbgrader's Execute would run in a
@@ -30,6 +30,7 @@ from typing import Any, Callable
 from autograder.grading.batch import result_path
 from autograder.grading.result import display_name
 from autograder.host.notebook_run import CellRun, NotebookRun, run_notebook, staged_files
+from autograder.host.sandbox import hide_course
 from autograder.model.interrupts import Terminated, raise_terminated
 from autograder.model.limits import Limits
 from autograder.model.load_report import Notice, NoticeKind
@@ -38,9 +39,10 @@ from autograder.nbgrader.ahead import GradeAhead, submissions_from
 MODULE = "autograder.nbgrader.ordinary_ahead"
 
 
-def spec_line(out: Path, *, db_url: str, assignment: str, notebook: str, timeout: float, skip_tag: str,
-              limits: Limits, jobs: int, entries: list[tuple[str, str, Path, list[Path]]]) -> bytes:
-    return (json.dumps({"db_url": db_url, "assignment": assignment, "notebook": notebook, "timeout": timeout,
+def spec_line(out: Path, *, course: str, db_url: str, assignment: str, notebook: str, timeout: float,
+              skip_tag: str, limits: Limits, jobs: int, entries: list[tuple[str, str, Path, list[Path]]]) -> bytes:
+    return (json.dumps({"course": course, "db_url": db_url, "assignment": assignment, "notebook": notebook,
+                        "timeout": timeout,
                         "skip_tag": skip_tag, "limits": asdict(limits), "jobs": jobs, "out": str(out),
                         "entries": [[s, i, str(p), [str(f) for f in fs]] for s, i, p, fs in entries]}) + "\n").encode()
 
@@ -116,6 +118,7 @@ def _stop_when_input_closes() -> None:
 def main() -> None:
     signal.signal(signal.SIGTERM, raise_terminated)
     spec = json.loads(sys.stdin.buffer.readline())
+    hide_course(spec["course"])  # the gradebook and every submission: out of every sandbox's sight
     threading.Thread(target=_stop_when_input_closes, daemon=True).start()
     try:
         with ThreadPoolExecutor(int(spec["jobs"])) as pool:
@@ -145,7 +148,7 @@ def start(converter: Any, resources: dict[str, Any], timeout: float, skip_tag: s
     jobs = min(jobs, len(entries))
     try:
         ahead = GradeAhead({entry[0] for entry in entries}, MODULE, lambda out: spec_line(
-            out, db_url=info["db_url"], assignment=info["assignment"], notebook=info["notebook"], timeout=timeout,
+            out, course=str(converter.coursedir.root), db_url=info["db_url"], assignment=info["assignment"], notebook=info["notebook"], timeout=timeout,
             skip_tag=skip_tag, limits=limits, jobs=jobs, entries=entries))
     except OSError as exc:
         log(f"could not run ahead ({type(exc).__name__}: {exc}): each notebook runs in its turn")
