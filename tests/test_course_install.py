@@ -175,3 +175,34 @@ def test_an_assignment_is_looked_up_in_the_course_first_then_in_the_kit(course, 
     monkeypatch.chdir(course)  # an instructor in the course folder
     assert has_rubric("hw5") and load_rubric("hw5").folder == course / "assignments" / "hw5"
     assert not has_rubric("../assignments/hw5") and not has_rubric("")
+
+
+def test_grade_all_lms_similarity_and_the_exporters_take_the_courses_id(course, tmp_path):
+    catalogue = load(Assignment("hw5", course))
+    folder = course / "handed-in"
+    folder.mkdir()
+    (folder / "ann.ipynb").write_text(json.dumps(catalogue.notebook(REFERENCE)), encoding="utf-8")
+    (folder / "ben.ipynb").write_text((course / "release" / "hw5" / "hw5.ipynb").read_text(), encoding="utf-8")
+    results = tmp_path / "results"
+    done = in_course(course, "autograder", "grade-all", "handed-in", "--assignment", "hw5", "-o", str(results))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert {p.stem: json.loads(p.read_text())["score"] for p in results.glob("*.json")} == {"ann": 100, "ben": 0}
+    canvas = tmp_path / "canvas.csv"
+    done = in_course(course, "autograder", "lms", str(results), "--format", "canvas", "-o", str(canvas))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert canvas.read_text().splitlines()[0].endswith(",hw5," + ",".join(f"hw5: {p}" for p in PARTS))
+    done = in_course(course, "autograder", "similarity", "handed-in", "--assignment", "hw5", "-o",
+                     str(tmp_path / "similarity.html"))
+    assert done.returncode == 0 and (tmp_path / "similarity.html").is_file(), done.stderr[-2000:]
+    archive = tmp_path / "gradescope.zip"
+    done = in_course(course, "autograder", "export", "gradescope", "--assignment", "hw5", "-o", str(archive))
+    assert done.returncode == 0, done.stderr[-2000:]
+    import zipfile
+
+    names = zipfile.ZipFile(archive).namelist()
+    assert "assignments/hw5/rubric.toml" in names and not any(n.startswith("assignments/transformer_block/")
+                                                                 for n in names)
+    template = tmp_path / "template"
+    template.mkdir()
+    done = in_course(course, "autograder", "export", "github-classroom", "--assignment", "hw5", "-o", str(template))
+    assert done.returncode == 0 and "hw5" in (template / ".github" / "workflows" / "classroom.yml").read_text()
