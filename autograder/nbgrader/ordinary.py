@@ -132,13 +132,13 @@ def grade_ordinary(step: Any, nb: NotebookNode, resources: dict[str, Any], limit
                    ) -> tuple[NotebookNode, dict[str, Any]]:
     """What nbgrader's Execute would make of `nb`, made in the sandbox (`step` is the SandboxedGrading running)."""
     student = display_name(resources["nbgrader"]["student"])
-    execute = Execute(config=step.config)
+    execute = Execute(config=step.config, parent=step.parent)  # the course's settings of nbgrader's own step
     language = kernel_language(nb)
     if language != "python":
         line = (f"Graded WITHOUT the sandbox: the notebook's kernel is {language}, not Python, so nbgrader's own "
                 "Execute ran it, as the instructor")
         step.log.warning("%s: %s", student, line)
-        nb, resources = Execute(config=step.config, parent=step.parent).preprocess(nb, resources)
+        nb, resources = execute.preprocess(nb, resources)
         nb.cells.insert(0, notice_cell([line]))
         return nb, resources
     timeout = float(execute.timeout) if execute.timeout and execute.timeout > 0 else FALLBACK_TIMEOUT
