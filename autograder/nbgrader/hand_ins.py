@@ -66,8 +66,9 @@ def account_hand_ins(converter: Any, kit_grades: Callable[[str], bool]) -> dict[
         if hand_in is None:
             continue
         path, instead = hand_in
-        gradable = kit_grades(match["assignment_id"]) and path.suffix in (".ipynb", ".py")
-        if not gradable:
+        kit = kit_grades(match["assignment_id"])
+        gradable = kit and path.suffix in (".ipynb", ".py")
+        if not kit:
             instead = (f"no {notebook}.ipynb was handed in, only {display_name(path.name)}: scored 0 "
                        "(nbgrader grades this assignment from its notebook)")
         stand_in = os.path.join(folder, f"{notebook}.ipynb")
