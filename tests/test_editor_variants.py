@@ -1,9 +1,10 @@
 """One correct submission, saved as editors save it (autograder/authoring/editor_samples.py: Colab, a fresh copy,
-VS Code, cells reordered, a solution and a check cell split plus %timeit cells, one-string sources, an R or no
-kernelspec, CRLF with a BOM, jupytext's .py, a notebook under another name), graded through `grade`, `grade-all`
-and nbgrader's autograde: each scores 100 and no line shown to the student blames them.  A folder holding only a
-file nobody can grade is accounted for with 0 and the reason; written answers left as released score 0 with
-nothing to review whatever the editor did to their metadata.  One autograde run and one grade-all run."""
+VS Code, the classic Notebook, JupyterLab with 4 MB of outputs, cells reordered, a solution and a check cell split
+plus %timeit cells, one-string sources, an R or no kernelspec, CRLF with a BOM, jupytext's .py, a notebook under
+another name), graded through `grade`, `grade-all` and nbgrader's autograde: each scores 100 and no line shown to
+the student blames them.  A folder holding only a file nobody can grade is accounted for with 0 and the reason;
+written answers left as released score 0 with nothing to review whatever the editor did to their metadata.  One
+autograde run and one grade-all run."""
 from __future__ import annotations
 
 import csv

@@ -89,6 +89,29 @@ def _code(text: str, metadata: dict[str, Any]) -> dict[str, Any]:
             "source": _lines(text)}
 
 
+def _classic(nb: Notebook) -> Notebook:
+    """The classic Notebook's save of an older notebook: nbformat 4.2, no cell ids, execution counts, `trusted`."""
+    nb = _vscode(nb)
+    nb["nbformat_minor"] = 2
+    for number, cell in enumerate(nb["cells"], 1):
+        if cell["cell_type"] == "code":
+            cell["execution_count"] = number
+            cell["metadata"]["trusted"] = True
+    return nb
+
+
+def _lab_outputs(nb: Notebook) -> Notebook:
+    """JupyterLab's save after a run: every code cell with its output, one a 4 MB picture."""
+    nb = copy.deepcopy(nb)
+    code = [cell for cell in nb["cells"] if cell["cell_type"] == "code"]
+    for number, cell in enumerate(code, 1):
+        cell["execution_count"] = number
+        cell["outputs"] = [{"name": "stdout", "output_type": "stream", "text": [f"ran cell {number}\n"]}]
+    code[-1]["outputs"].append({"output_type": "display_data", "metadata": {},
+                                "data": {"image/png": "iVBORw0KGgo" + "A" * (4 << 20), "text/plain": ["<Figure>"]}})
+    return nb
+
+
 def _one_string(nb: Notebook) -> Notebook:
     nb = copy.deepcopy(nb)
     for cell in nb["cells"]:
@@ -135,7 +158,8 @@ def jupytext_percent(nb: Notebook) -> bytes:
 def editor_variants(nb: Notebook) -> dict[str, tuple[str, bytes]]:
     """name -> (file suffix, bytes) of each way an editor saves `nb`."""
     notebooks: dict[str, Callable[[Notebook], Notebook]] = {
-        "colab": _stripped, "fresh-copy": _fresh_copy, "vscode": _vscode, "reordered": _reordered_cells,
+        "colab": _stripped, "fresh-copy": _fresh_copy, "vscode": _vscode, "classic": _classic,
+        "lab-outputs": _lab_outputs, "reordered": _reordered_cells,
         "split": _split, "one-string": _one_string,
         "r-kernel": _kernel({"display_name": "R", "language": "R", "name": "ir"}), "no-kernel": _kernel(None),
     }

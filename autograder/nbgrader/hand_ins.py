@@ -53,11 +53,14 @@ def account_hand_ins(converter: Any, kit_grades: Callable[[str], bool]) -> dict[
     pattern = re.compile(coursedir.format_path(coursedir.submitted_directory, "(?P<student_id>.*)",
                                                "(?P<assignment_id>.*)", escape=True))
     stand_ins: dict[str, HandIn] = {}
+    notebooks: dict[str, list[str]] = {}  # assignment id -> its notebooks, one gradebook look-up each
     for folder in glob.glob(converter._format_source(coursedir.assignment_id, coursedir.student_id)):
         match = pattern.match(folder)
         if match is None or not os.path.isdir(folder):
             continue
-        expected = _notebooks(coursedir, match["assignment_id"])
+        if match["assignment_id"] not in notebooks:
+            notebooks[match["assignment_id"]] = _notebooks(coursedir, match["assignment_id"])
+        expected = notebooks[match["assignment_id"]]
         converted = {Path(path).stem for path in converter.assignments.get(folder, [])}
         if not expected or converted & set(expected):
             continue  # nbgrader converts a notebook of it (and records the others as missing, 0)

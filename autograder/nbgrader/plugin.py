@@ -14,7 +14,10 @@ pasted twice, or with a test cell the gradebook does not know).  The last cell c
 gradebook knows, with the same role (autograded test cell or not) and, unless locked, the same type, is that
 release cell: it gets the gradebook's metadata, and nbgrader restores it if it is locked.  Every other cell
 with nbgrader metadata is the student's own: the metadata goes, and a cell marked as a test cell is still not
-run when grading.
+run when grading.  A cell without nbgrader metadata (Colab strips it; VS Code, jupytext and copies lose it)
+whose text matches a locked release cell, or a written answer as released, that no cell carries is that cell
+(`restore_by_text`, text matched as model/cells.text_key says): it gets the gradebook's metadata, so a check
+cell carries its verdict and an untouched answer scores 0 with nothing to review, as nbgrader scores it.
 
 `SandboxedGrading` replaces nbgrader's kernel-executing `Execute`.  Instead of running hidden tests inside
 the student's kernel, it grades the sanitised notebook with the same engine as `python -m autograder grade`,
