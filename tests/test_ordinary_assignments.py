@@ -31,6 +31,7 @@ KIT_LINES = '''
 from autograder.nbgrader.course import enable
 enable(c)
 '''
+PY_ONLY = "oscar"  # handed in a .py: plain nbgrader skips the folder, the kit records 0 with the reason
 # scores a class of this assignment gets from plain nbgrader (2 + 1 + 2 points autograded; 1 by hand)
 EXPECTED = {"alice": 5.0, "bob": 1.0, "carol": 0.0, "dave": 5.0, "erin": 4.0, "frank": 1.0, "grace": 1.0,
             "mallory": 5.0}
@@ -61,6 +62,9 @@ def courses(tmp_path_factory) -> dict[str, Path]:
     roots = {"plain": base / "plain", "kit": base / "kit"}
     for kind, root in roots.items():
         build_course(root, PLAIN_CONFIG + (KIT_LINES if kind == "kit" else ""))
+        hand_in = root / "submitted" / PY_ONLY / samples.ASSIGNMENT / "answers.py"  # no notebook at all
+        hand_in.parent.mkdir(parents=True)
+        hand_in.write_text("def squares(n):\n    return [i * i for i in range(n)]\n", encoding="utf-8")
         (root / "autograde.log").write_text(nbgrader(root, "autograde", samples.ASSIGNMENT), encoding="utf-8")
     return roots
 
@@ -89,6 +93,20 @@ def test_the_gradebook_holds_plain_nbgraders_scores_cell_by_cell(courses):
     assert {student: sum(score or 0 for score in cells.values()) for student, cells in kit.items()} == EXPECTED
 
 
+def test_a_folder_without_the_notebook_is_recorded_with_0_and_the_reason_where_plain_nbgrader_skips_it(courses):
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(f"sqlite:///{courses['plain'] / 'gradebook.db'}") as gradebook:
+        with pytest.raises(MissingEntry):
+            gradebook.find_submission_notebook(samples.ASSIGNMENT, samples.ASSIGNMENT, PY_ONLY)
+    with Gradebook(f"sqlite:///{courses['kit'] / 'gradebook.db'}") as gradebook:
+        notebook = gradebook.find_submission_notebook(samples.ASSIGNMENT, samples.ASSIGNMENT, PY_ONLY)
+        assert notebook.score == 0 and not notebook.needs_manual_grade
+    reason = f"no {samples.ASSIGNMENT}.ipynb was handed in, only answers.py: scored 0"
+    assert reason in json.dumps(autograded(courses["kit"], PY_ONLY))  # the one cell of the graded notebook
+    assert f"{PY_ONLY}: {reason}" in (courses["kit"] / "autograde.log").read_text(encoding="utf-8")
+
+
 def test_manual_grading_is_left_as_nbgrader_leaves_it(courses):
     from nbgrader.api import Gradebook
 
@@ -109,7 +127,7 @@ def test_a_failing_test_cell_shows_its_traceback_and_the_notebook_says_which_san
     notice = "".join(nb["cells"][0]["source"])
     assert notice.startswith("*Graded in the sandbox: isolation tier") and "Its memory was held by one process" in notice
     log = (courses["kit"] / "autograde.log").read_text(encoding="utf-8")
-    assert log.count("in the sandbox, isolation tier") == len(EXPECTED)
+    assert log.count("in the sandbox, isolation tier") == len(EXPECTED) + 1  # and oscar's stand-in notebook
 
 
 def test_a_cell_past_its_timeout_ends_with_nbgraders_timeout_error_and_the_rest_still_runs(courses):

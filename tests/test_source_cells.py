@@ -324,3 +324,70 @@ def test_the_grade_of_a_notebook_with_written_answers_is_the_autograded_100_and_
     assert (report["score"], report["max_score"]) == (100, 100)
     assert report["extra_data"]["graded_by_hand"] == {name: 2.0 for name in rubric.graded_by_hand}
     assert summary(from_gradescope(json.loads(json.dumps(report)), rubric)) == summary(result)
+
+
+# --- the release's cells by their text (model/cells.ReleaseText) ---------------------------------------------
+
+def _stripped_solution(tmp_path) -> tuple[list[dict], "source_cells.ReleaseText"]:
+    from autograder.authoring.samples import student_notebook
+
+    notebook = student_notebook("transformer_block")
+    for cell in notebook["cells"]:
+        cell["metadata"] = {}  # as Colab saves it
+    return notebook, load_rubric("transformer_block").release_text
+
+
+def _graded_with_release(tmp_path, notebook: dict, release) -> list[str]:
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps(notebook))
+    return read_cells(path, release=release)
+
+
+def test_release_cells_without_metadata_are_known_by_their_text(tmp_path):
+    """Check cells and the plots skipped while unchanged become their stand-ins; every other cell runs."""
+    notebook, release = _stripped_solution(tmp_path)
+    graded = _graded_with_release(tmp_path, notebook, release)
+    everything = read_cells(tmp_path / "n.ipynb")
+    rubric = load_rubric("transformer_block")
+    assert graded.count(source_cells.CHECK_CELL_STANDIN) == len(rubric.parts)
+    assert graded.count(source_cells.UNCHANGED_CELL_STANDIN) == len(rubric.skip_when_unchanged)
+    assert all(g == e for g, e in zip(graded, everything) if "pass  #" not in g) and len(graded) == len(everything)
+
+
+def test_whitespace_editors_change_does_not_decide_and_any_other_change_does(tmp_path):
+    notebook, release = _stripped_solution(tmp_path)
+    check = next(i for i, c in enumerate(notebook["cells"]) if "Visible checks for Part 1 " in "".join(c["source"]))
+    text = "".join(notebook["cells"][check]["source"])
+    notebook["cells"][check]["source"] = "\ufeff\n" + text.replace("\n", "  \r\n\r\n") + "\n\n"
+    code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    index = code.index(notebook["cells"][check])
+    assert _graded_with_release(tmp_path, notebook, release)[index] == source_cells.CHECK_CELL_STANDIN
+    notebook["cells"][check]["source"] = text.replace("torch", "torch ", 1)
+    assert _graded_with_release(tmp_path, notebook, release)[index] != source_cells.CHECK_CELL_STANDIN
+
+
+def test_a_check_cell_split_in_two_is_the_releases_and_one_holding_the_students_code_runs_whole(tmp_path):
+    notebook, release = _stripped_solution(tmp_path)
+    check = next(i for i, c in enumerate(notebook["cells"]) if "Visible checks for Part 1 " in "".join(c["source"]))
+    lines = "".join(notebook["cells"][check]["source"]).splitlines(keepends=True)
+    first, second = ({**notebook["cells"][check], "source": "".join(part)} for part in (lines[:3], lines[3:]))
+    notebook["cells"][check:check + 1] = [first, second]
+    graded = _graded_with_release(tmp_path, notebook, release)
+    code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert graded[code.index(first)] == graded[code.index(second)] == source_cells.CHECK_CELL_STANDIN
+    # the check's text pasted into a cell of the student's own code: the student's code must run, so all of it runs
+    own = "layer_norm_twice = lambda x, w, b: layer_norm(layer_norm(x, w, b), w, b)\n"
+    notebook["cells"][check:check + 2] = [{**first, "source": "".join(lines) + own}]
+    graded = _graded_with_release(tmp_path, notebook, release)
+    assert graded[code.index(first)].endswith(own) and "pass  #" not in graded[code.index(first)]
+    # one piece alone is not the release's cell: it runs
+    notebook["cells"][check] = first
+    assert _graded_with_release(tmp_path, notebook, release)[code.index(first)] != source_cells.CHECK_CELL_STANDIN
+
+
+def test_a_python_files_check_cells_are_known_by_their_text(tmp_path):
+    release = load_rubric("transformer_block").release_text
+    path = tmp_path / "s.py"
+    checks = ["\n".join(key) for key, standin in release.standin_of.items() if standin == source_cells.CHECK_CELL_STANDIN]
+    path.write_text("x = 1\n" + "".join(f"# %%\n{text}\n" for text in checks))
+    assert read_cells(path, release=release) == ["x = 1\n", *[source_cells.CHECK_CELL_STANDIN] * len(checks)]

@@ -36,7 +36,7 @@ def class_report(folder: Path, assignment: str, threshold: float = REVIEW_SHARE)
     submissions: list[tuple[str, Sequence[str] | str]] = []
     for entry in discover(folder, assignment):
         try:
-            submissions.append((entry.student, read_cells(entry.path, rubric.skip_when_unchanged, entry.root)))
+            submissions.append((entry.student, read_cells(entry.path, rubric.skip_when_unchanged, entry.root, rubric.release_text)))
         except UnreadableSubmission as exc:
             submissions.append((entry.student, str(exc)))
     return report(assignment, submissions, release_code(assignment), rubric.torch_implementations, threshold)

@@ -37,6 +37,7 @@ from autograder.grading.rubric import Rubric
 from autograder.model.limits import Limits
 
 SUBMISSION_SUFFIXES = (".ipynb", ".py")
+NBGRADERS_OWN = {"timestamp.txt"}  # what nbgrader's collect and submit write into a hand-in: not the student's
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class Entry:
     student: str  # display_name of the file's stem or the student's folder: shown as it is, and names the result
     path: Path  # where the submission should be: whatever is there is read as autograder.host.intake reads
     root: Path  # the folder it was found in, below which no symbolic link is followed
+    # what stood in for nbgrader's <assignment>.ipynb when the student's folder lacked it, in words ("" if nothing)
+    instead: str = ""
 
 
 def discover(folder: Path, assignment: str) -> list[Entry]:
@@ -62,21 +65,31 @@ def discover(folder: Path, assignment: str) -> list[Entry]:
         elif not p.name.startswith(".") and (p / assignment).is_dir():  # followed: a linked folder is an entry too
             student_dirs.append(p)
     for student_dir in student_dirs:
-        notebook = _notebook_in(student_dir, assignment)
-        if notebook is not None:
-            entries.append(Entry(display_name(student_dir.name), notebook, folder))
+        hand_in = hand_in_of(student_dir / assignment, assignment, student_dir.is_symlink())
+        if hand_in is not None:
+            path, instead = hand_in
+            entries.append(Entry(display_name(student_dir.name), path, folder, instead))
     return entries
 
 
-def _notebook_in(student_dir: Path, assignment: str) -> Path | None:
-    """nbgrader's notebook of the assignment, else the first other notebook handed in; inside a linked folder,
-    the one named like the assignment (reading refuses the link, whatever it leads to)."""
-    folder = student_dir / assignment
-    preferred = folder / f"{assignment}.ipynb"
-    if student_dir.is_symlink() or folder.is_symlink() or os.path.lexists(preferred):
-        return preferred
-    notebooks = sorted(p for p in folder.iterdir() if p.suffix == ".ipynb")
-    return notebooks[0] if notebooks else None
+def hand_in_of(folder: Path, notebook: str, linked: bool = False) -> tuple[Path, str] | None:
+    """What is graded of a student's nbgrader folder `folder` (submitted/<student>/<assignment>/), and, when it
+    is not `<notebook>.ipynb`, what was graded instead, in words: the notebook named so; else another notebook,
+    then a .py (the kit grades both); else the first other name there, which reading refuses with its reason,
+    so that the student still scores 0 in their own row.  None only for a folder that holds nothing.  Inside
+    a linked folder, the one named like the notebook (reading refuses the link, whatever it leads to)."""
+    preferred = folder / f"{notebook}.ipynb"
+    if linked or folder.is_symlink() or os.path.lexists(preferred):
+        return preferred, ""
+    names = sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.name not in NBGRADERS_OWN)
+    for suffix in SUBMISSION_SUFFIXES:
+        found = [p for p in names if p.suffix == suffix]
+        if found:
+            return found[0], f"no {notebook}.ipynb was handed in: {display_name(found[0].name)} graded instead"
+    if names:
+        return names[0], (f"no {notebook}.ipynb was handed in, nor any notebook or .py: "
+                          f"{display_name(names[0].name)} cannot be graded (0)")
+    return None
 
 
 def stderr_log(line: str) -> None:
@@ -220,6 +233,9 @@ def pending_entries(folder: Path, out_dir: Path, rubric: Rubric, limits: Limits,
     with `only`, a student without any stored result, whom grades.csv could not show), before anything is
     graded."""
     entries = choose(discover(folder, rubric.assignment), duplicates, log)
+    for entry in entries:
+        if entry.instead:
+            log(f"{display_name(entry.student)}: {entry.instead}")
     fingerprint = assignment_fingerprint(rubric, limits)
     components = fingerprint_components(rubric, limits)
     chosen = None

@@ -29,6 +29,11 @@ def _limits_json(limits: Limits) -> bytes:
     return json.dumps(values, sort_keys=True).encode("ascii")
 
 
+def _release_text_json(rubric: Rubric) -> bytes:
+    return json.dumps(sorted(["\n".join(key), standin] for key, standin in rubric.release_text.standin_of.items())
+                      ).encode("utf-8")
+
+
 def assignment_fingerprint(rubric: Rubric, limits: Limits) -> str:
     """The hidden suites and their helper modules, the rubric (its file, and the release cells it skips while
     unchanged), the kit's engine and the limits, as one sha256.  Suites, helpers and rubric are read on every
@@ -38,6 +43,8 @@ def assignment_fingerprint(rubric: Rubric, limits: Limits) -> str:
     add(digest, "rubric", (rubric.folder / "rubric.toml").read_bytes())
     # the release's source of the cells grading skips while unchanged: it decides which cells run
     add(digest, "skipped cells", json.dumps(sorted(rubric.skip_when_unchanged.items())).encode("ascii"))
+    # the release's cells known by their text: they decide which cells of an unmarked notebook run
+    add(digest, "release cells", _release_text_json(rubric))
     # by name within the assignment, so that the same checkout hashes alike wherever it is
     for path in sorted(suite_sources(rubric.suite_files()), key=lambda p: p.relative_to(rubric.folder).as_posix()):
         add(digest, f"module {path.relative_to(rubric.folder).as_posix()}", path.read_bytes())
@@ -53,6 +60,7 @@ def fingerprint_components(rubric: Rubric, limits: Limits) -> dict[str, Any]:
     rubric_digest = hashlib.sha256()
     add(rubric_digest, "rubric", (rubric.folder / "rubric.toml").read_bytes())
     add(rubric_digest, "skipped cells", json.dumps(sorted(rubric.skip_when_unchanged.items())).encode("ascii"))
+    add(rubric_digest, "release cells", _release_text_json(rubric))
     modules = {path.relative_to(rubric.folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
                for path in suite_sources(rubric.suite_files())}
     return {"kit": engine_digest().hex(), "rubric": rubric_digest.hexdigest(),
@@ -105,6 +113,6 @@ def file_cells_sha256(path: Path, rubric: Rubric) -> str:
     instructor cells become stand-ins); "" for a file that cannot be read as a submission (nothing was run,
     so there is nothing a stored grade could stand in for)."""
     try:
-        return cells_sha256(read_cells(path, rubric.skip_when_unchanged))
+        return cells_sha256(read_cells(path, rubric.skip_when_unchanged, release=rubric.release_text))
     except UnreadableSubmission:
         return ""

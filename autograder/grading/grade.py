@@ -109,7 +109,7 @@ def _grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool, with
             raise UnreadableSubmission(refused)
         raw = read_submission(path, within)
         result.sha256 = hashlib.sha256(raw).hexdigest()  # of the very bytes graded
-        cells = cells_from(path, raw, rubric.skip_when_unchanged)
+        cells = cells_from(path, raw, rubric.skip_when_unchanged, rubric.release_text)
         result.cells_sha256 = cells_sha256(cells)
     except UnreadableSubmission as exc:
         result.unreadable = as_text(str(exc))

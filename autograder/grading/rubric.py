@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from autograder import REPO_ROOT
 
-from autograder.model.cells import code_text, nbgrader_of
+from autograder.model.cells import (CHECK_CELL_STANDIN, UNCHANGED_CELL_STANDIN, ReleaseText, code_text, is_check_cell,
+                                    nbgrader_of, text_key)
 from autograder.model.course import assignment_names, assignment_root, course_root
 from autograder.judging.evidence import MAX_FIGURES, Figure
 
@@ -102,6 +103,9 @@ class Rubric:
     preload: tuple[str, ...] = ()  # modules the zygote imports for this assignment's children
     # grade_id -> points of each cell of the release graded by hand (written answers): outside max_score
     graded_by_hand: Mapping[str, float] = field(default_factory=dict)
+    # the release's locked check cells and skipped cells by their text: cells that are the release's whatever
+    # their metadata (model/cells.ReleaseText)
+    release_text: ReleaseText = field(default_factory=ReleaseText)
 
     @property
     def forbidden_ops(self) -> tuple[str, ...]:
@@ -244,8 +248,29 @@ def load_rubric(assignment: str, notebook: Path | None = None, course: str | Pat
     if skippable:
         rubric = replace(rubric, skip_when_unchanged=_locked_sources(path, notebook, skippable))
     if notebook.is_file():  # a course without a release has nothing graded by hand that the kit could know
-        rubric = replace(rubric, graded_by_hand=_graded_by_hand(path, notebook))
+        rubric = replace(rubric, graded_by_hand=_graded_by_hand(path, notebook),
+                         release_text=_release_text(path, notebook, rubric.skip_when_unchanged))
     return rubric
+
+
+def _release_text(path: Path, notebook: Path, skipped: Mapping[str, str]) -> ReleaseText:
+    """The release's locked code cells that never run as a student's (its autograded test cells and the cells
+    of `skip_when_unchanged`), by their text (model/cells.text_key)."""
+    try:
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RubricError(f"{path}: the notebook {notebook} cannot be read for its locked cells "
+                          f"({type(exc).__name__}: {exc})") from None
+    standin_of = {}
+    for cell in cells:
+        meta, text = nbgrader_of(cell), code_text(cell) if isinstance(cell, dict) else None
+        if cell.get("cell_type") != "code" or text is None or meta.get("locked") is not True or not text_key(text):
+            continue
+        if is_check_cell(cell):
+            standin_of[text_key(text)] = CHECK_CELL_STANDIN
+        elif meta.get("grade_id") in skipped:
+            standin_of[text_key(text)] = UNCHANGED_CELL_STANDIN
+    return ReleaseText(standin_of)
 
 
 def _graded_by_hand(path: Path, notebook: Path) -> dict[str, float]:

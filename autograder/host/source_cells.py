@@ -18,6 +18,14 @@ Of several cells carrying one grade_id (a cell pasted twice), only the last is t
 the others are the student's own and run.  Written answers (markdown cells nbgrader grades by hand) are text
 like every other markdown cell: never run, and no part of what is graded.  docs/instructors.md, "Which cells
 are graded", states the whole rule.
+
+A cell is the release's by its text too, whatever its metadata says or lacks (Colab strips nbgrader's
+metadata, VS Code and jupytext never keep it, cells get reordered or split): a code cell, or a run of
+consecutive code cells, of a notebook or a .py whose text matches a locked check cell of the release, or a
+locked cell of `skip_when_unchanged`, becomes that cell's stand-in (`ReleaseText`, built by the rubric from
+the release notebook on the trusted side; autograder/model/cells.py says exactly what "matches" means).  So
+the release's own check cells, which call torch's implementations to compare with, never run as the
+student's code, and never produce an error blamed on the student.
 """
 from __future__ import annotations
 
@@ -27,8 +35,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from autograder.host.intake import UnreadableSubmission, read_submission, shown_name
-from autograder.model.cells import (CHECK_CELL_STANDIN, UNCHANGED_CELL_STANDIN, code_text, grade_id_of, is_check_cell,
-                                    last_carriers, unix_newlines)
+from autograder.model.cells import (CHECK_CELL_STANDIN, UNCHANGED_CELL_STANDIN, ReleaseText, code_text, grade_id_of,
+                                    is_check_cell, last_carriers, unix_newlines)
 from autograder.protocol import loads
 
 MAX_CODE_CHARS = 2_000_000  # all code cells together; the reference solution has 5,000 characters
@@ -81,7 +89,17 @@ def _is_skipped_locked_cell(cell: dict, index: int, last: Mapping[str, int],
     return grade_id is not None and grade_id in locked_may_skip and last.get(grade_id) == index
 
 
-def _notebook_sources(name: str, text: str, unchanged_may_skip: Mapping[str, str]) -> list[str]:
+def _release_standins(sources: list[str], plain: list[bool], release: ReleaseText | None) -> list[str]:
+    """`sources` with each code cell (`plain`: not already a stand-in) that is a release cell by its text
+    replaced by that cell's stand-in."""
+    if release is None or not release.standin_of:
+        return sources
+    found = release.standins([text if own else None for text, own in zip(sources, plain)])
+    return [found.get(index, text) for index, text in enumerate(sources)]
+
+
+def _notebook_sources(name: str, text: str, unchanged_may_skip: Mapping[str, str],
+                      release: ReleaseText | None = None) -> list[str]:
     _check_json_size(name, text)
     try:
         data = loads(text, MAX_NOTEBOOK_DEPTH, MAX_NOTEBOOK_INT_DIGITS)
@@ -91,35 +109,37 @@ def _notebook_sources(name: str, text: str, unchanged_may_skip: Mapping[str, str
         raise UnreadableSubmission(f"{name} is not a readable notebook: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise UnreadableSubmission(f"{name} is JSON but not a Jupyter notebook (no list of cells)")
-    sources, chars = [], 0
+    sources, plain, chars = [], [], 0
     last = last_carriers(data["cells"])
     for index, cell in enumerate(data["cells"]):
         if not isinstance(cell, dict):
             continue
         # stand-ins are kept as cells, whatever the cell's type, so cell numbers stay the ones nbgrader grades
+        own = False
         if is_check_cell(cell):
             source = CHECK_CELL_STANDIN
         elif _is_skipped_locked_cell(cell, index, last, unchanged_may_skip):
             source = UNCHANGED_CELL_STANDIN
         elif cell.get("cell_type") == "code":
-            source = code_text(cell)
+            source, own = code_text(cell), True
         else:
             continue
         if source is not None:
             sources.append(source)
+            plain.append(own)
             chars += len(sources[-1])
             _check_amount(name, len(sources), chars)
     if not sources:
         raise UnreadableSubmission(f"{name} is a notebook without code cells")
-    return sources
+    return _release_standins(sources, plain, release)
 
 
-def _python_sources(name: str, text: str) -> list[str]:
+def _python_sources(name: str, text: str, release: ReleaseText | None = None) -> list[str]:
     text = unix_newlines(text)
     _check_amount(name, 1, len(text))  # before splitting, so a huge file costs no more work than this
     sources = [s for s in CELL_MARKER.split(text) if s.strip()] or [text]
     _check_amount(name, len(sources), len(text))
-    return sources
+    return _release_standins(sources, [True] * len(sources), release)
 
 
 def _check_amount(name: str, cells: int, chars: int) -> None:
@@ -144,26 +164,28 @@ def _text(raw: bytes, name: str) -> str:
     return text
 
 
-def read_cells(path: Path, unchanged_may_skip: Mapping[str, str] | None = None, within: Path | None = None
-               ) -> list[str]:
+def read_cells(path: Path, unchanged_may_skip: Mapping[str, str] | None = None, within: Path | None = None,
+               release: ReleaseText | None = None) -> list[str]:
     """The code cells the child runs, of the submission at `path` inside the folder `within` (read as
     autograder.host.intake reads every submission).  `unchanged_may_skip` maps grade_ids to the release's
     source of locked cells that grading does not need (`Rubric.skip_when_unchanged`); the last notebook cell
     carrying one of them is that cell, whatever its source, and becomes a stand-in.  A .py file has no
-    grade_ids, so every cell of it runs."""
-    return cells_from(path, read_submission(path, within), unchanged_may_skip)
+    grade_ids: only its cells that are release cells by their text (`release`, `Rubric.release_text`) do not
+    run, as in a notebook."""
+    return cells_from(path, read_submission(path, within), unchanged_may_skip, release)
 
 
-def cells_from(path: Path, raw: bytes, unchanged_may_skip: Mapping[str, str] | None = None) -> list[str]:
+def cells_from(path: Path, raw: bytes, unchanged_may_skip: Mapping[str, str] | None = None,
+               release: ReleaseText | None = None) -> list[str]:
     """`read_cells` of the bytes `raw` read from `path`."""
     name = shown_name(path.name)
     if path.suffix not in (".ipynb", ".py"):
         raise UnreadableSubmission(f"{name}: a submission is a .ipynb notebook or a .py file")
     text = _text(raw, name)
     if path.suffix == ".ipynb":
-        sources = _notebook_sources(name, text, unchanged_may_skip or {})
+        sources = _notebook_sources(name, text, unchanged_may_skip or {}, release)
     else:
-        sources = _python_sources(name, text)
+        sources = _python_sources(name, text, release)
     cells = [c for c in (neutralise(s) for s in sources) if c is not None]
     if not cells:
         raise UnreadableSubmission(f"{name} has no code cells in Python (only cell magics such as %%bash)")

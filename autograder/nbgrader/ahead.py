@@ -70,7 +70,8 @@ def submissions_from(converter: Any, student_id: str, assignment_id: str) -> lis
             reached = True
         elif not reached or not _will_convert(converter, match["assignment_id"], match["student_id"]):
             continue
-        if len(notebooks) == 1:
+        # a folder without the notebook (autograder.nbgrader.hand_ins) is read in its turn, not ahead
+        if len(notebooks) == 1 and os.path.lexists(notebooks[0]):
             chosen.append((match["student_id"], Path(notebooks[0])))
     return chosen
 

@@ -14,7 +14,10 @@ pasted twice, or with a test cell the gradebook does not know).  The last cell c
 gradebook knows, with the same role (autograded test cell or not) and, unless locked, the same type, is that
 release cell: it gets the gradebook's metadata, and nbgrader restores it if it is locked.  Every other cell
 with nbgrader metadata is the student's own: the metadata goes, and a cell marked as a test cell is still not
-run when grading.
+run when grading.  A cell without nbgrader metadata (Colab strips it; VS Code, jupytext and copies lose it)
+whose text matches a locked release cell, or a written answer as released, that no cell carries is that cell
+(`restore_by_text`, text matched as model/cells.text_key says): it gets the gradebook's metadata, so a check
+cell carries its verdict and an untouched answer scores 0 with nothing to review, as nbgrader scores it.
 
 `SandboxedGrading` replaces nbgrader's kernel-executing `Execute`.  Instead of running hidden tests inside
 the student's kernel, it grades the sanitised notebook with the same engine as `python -m autograder grade`,
@@ -61,6 +64,7 @@ from autograder.grading.fingerprint import assignment_fingerprint, file_cells_sh
 from autograder.grading.batch import result_path, suite_names
 from autograder.nbgrader import regrades as nbgrader_regrades
 from autograder.nbgrader.ahead import GradeAhead, cores, grade_ahead
+from autograder.nbgrader.hand_ins import HandIn, account_hand_ins
 from autograder.nbgrader.pictures import evidence_outputs
 from autograder.grading.result import GradeResult, display_name
 from autograder.grading.results_json import from_gradescope, gradescope, message_text, summary
@@ -69,7 +73,7 @@ from autograder.model.limits import Limits, knobs
 from autograder.host.sandbox import hide_course, isolation_refused
 from autograder.host.intake import UnreadableSubmission, read_submission
 from autograder.host.source_cells import cells_from, read_cells
-from autograder.model.cells import code_text, grade_id_of, is_check_cell, last_carriers
+from autograder.model.cells import code_text, grade_id_of, is_check_cell, last_carriers, text_key
 
 # The kit's own metadata (cells and notebook), written by ReleaseCells and read by SandboxedGrading: what a
 # submission holds under this key is dropped on reading, so only the kit's two steps ever write it.
@@ -141,7 +145,7 @@ def _kit_cells(nb: dict[str, Any], rubric: Rubric) -> list[str] | None:
         path = Path(tmp) / "notebook.ipynb"
         path.write_text(json.dumps(nb), encoding="utf-8")
         try:
-            return read_cells(path, rubric.skip_when_unchanged)
+            return read_cells(path, rubric.skip_when_unchanged, release=rubric.release_text)
         except UnreadableSubmission:
             return None
 
@@ -155,7 +159,10 @@ def read_submitted(path: Path, rubric: Rubric, log: Any = None, within: Path | N
     mark, no format version) or read it otherwise."""
     try:
         raw = read_submission(path, within)
-        graded = cells_from(path, raw, rubric.skip_when_unchanged)
+        graded = cells_from(path, raw, rubric.skip_when_unchanged, rubric.release_text)
+        if path.suffix == ".py":  # its cells as code cells, which grading matches with the release's by text
+            return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(text) for text in cells_from(
+                path, raw, rubric.skip_when_unchanged)]), ""
     except UnreadableSubmission as exc:
         return None, str(exc)
     text = raw.decode("utf-8-sig")  # within the kit's bounds now; the byte-order mark is only a signature
@@ -184,12 +191,22 @@ def refused_notebook(reason: str) -> NotebookNode:
 
 class SubmissionExporter(NotebookExporter):
     """nbgrader autograde's reader (c.Autograde.exporter_class): the submission as the kit reads it, or, when it
-    must be refused, a notebook carrying the reason."""
+    must be refused, a notebook carrying the reason.  Built by autograde once it has listed what it converts,
+    it first adds every submission folder that holds something but no notebook it would convert
+    (autograder.nbgrader.hand_ins), and reads what was handed in instead where it stands."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.hand_ins: dict[str, HandIn] = {}
+        converter = self.parent
+        if hasattr(converter, "assignments") and hasattr(converter, "coursedir"):  # nbgrader's Autograde
+            self.hand_ins = account_hand_ins(converter, lambda assignment: not is_ordinary(self.config, assignment))
 
     def from_filename(self, filename: str, resources: dict | None = None, **kw: Any):
+        hand_in = self.hand_ins.get(filename) if getattr(self.parent, "_sanitizing", True) else None
         ordinary = resources is not None and is_ordinary(self.config, resources["nbgrader"]["assignment"])
-        if ordinary or not getattr(self.parent, "_sanitizing", True):  # the second pass reads nbgrader's own file
-            return super().from_filename(filename, resources, **kw)
+        if hand_in is None and (ordinary or not getattr(self.parent, "_sanitizing", True)):
+            return super().from_filename(filename, resources, **kw)  # the second pass reads nbgrader's own file
         path = Path(filename)
         resources = {} if resources is None else resources
         info = resources["nbgrader"]
@@ -197,14 +214,25 @@ class SubmissionExporter(NotebookExporter):
         # submitted folder down, so that a student's folder or assignment folder linked elsewhere is refused
         nested = path.parent.name == info["assignment"] and path.parent.parent.name == info["student"]
         within = path.parents[2] if nested and len(path.parents) > 2 else path.parent
-        nb, reason = read_submitted(path, _rubric(self.config, info["assignment"]), self.log, within)
+        if hand_in is not None and not hand_in.gradable:
+            nb, reason = None, hand_in.instead
+        elif hand_in is not None:
+            nb, reason = read_submitted(hand_in.path, _rubric(self.config, info["assignment"]), self.log, within)
+        else:
+            nb, reason = read_submitted(path, _rubric(self.config, info["assignment"]), self.log, within)
+        if nb is None and ordinary:  # nbgrader's rule for a missing notebook: its cells score 0
+            self.log.warning("%s not graded: %s", display_name(info["student"]), reason)
+            nb = refused_notebook(reason)
+            resources.setdefault("metadata", {}).update(name=path.stem, path=str(path.parent))
+            return self.from_notebook_node(nb, resources, **kw)
+        modified = os.lstat(hand_in.path if hand_in is not None else path).st_mtime
         if nb is None:
             self.log.warning("%s not graded: %s", display_name(info["student"]), reason)
             nb = refused_notebook(reason)
             resources[KIT] = {"unreadable": reason}
         metadata = resources.setdefault("metadata", {})  # what nbconvert's own from_filename records
         metadata.update(name=path.stem, path=str(path.parent), modified_date=datetime.datetime.fromtimestamp(
-            os.path.getmtime(path), tz=datetime.timezone.utc).strftime("%B %-d, %Y"))
+            modified, tz=datetime.timezone.utc).strftime("%B %-d, %Y"))
         return self.from_notebook_node(nb, resources, **kw)
 
 
@@ -282,6 +310,37 @@ def _plain(nbgrader: Any) -> bool:
     return isinstance(nbgrader, dict) and not any(nbgrader.get(k) for k in ("grade", "solution", "locked", "task"))
 
 
+def _known_by_text(cell: ReleaseCell) -> bool:
+    """A release cell that a cell without metadata is, when its text matches: a locked cell (nbgrader restores
+    it anyway), or a written answer (graded by hand) as released, which nbgrader scores 0 with nothing to
+    review when it knows the cell."""
+    return cell.locked or (cell.grade and cell.solution and cell.cell_type == "markdown")
+
+
+def restore_by_text(cells: list[NotebookNode], release: list[ReleaseCell]) -> list[str]:
+    """Gives each cell without nbgrader metadata whose text matches (model/cells.text_key) a release cell that
+    no cell of the notebook carries, of the same type and `_known_by_text`, that cell's metadata and source;
+    cells of one text go to the release's cells of that text in order.  Colab, VS Code, jupytext and copies
+    lose nbgrader's metadata; this is how the release's cells stay the release's, and untouched answers stay
+    untouched.  Returns the grade_ids restored."""
+    carried = {grade_id for cell in cells if (grade_id := grade_id_of(cell)) is not None}
+    waiting: dict[tuple[str, tuple[str, ...]], list[ReleaseCell]] = {}
+    for known in release:
+        if known.name not in carried and _known_by_text(known) and text_key(known.source):
+            waiting.setdefault((known.cell_type, text_key(known.source)), []).append(known)
+    restored = []
+    for cell in cells:
+        if "nbgrader" in cell.metadata or not isinstance(cell.get("source"), str):
+            continue
+        candidates = waiting.get((cell.cell_type, text_key(cell.source)))
+        if candidates:
+            known = candidates.pop(0)
+            cell.metadata["nbgrader"] = nbformat.from_dict(known.nbgrader_metadata())
+            cell.source = known.source
+            restored.append(known.name)
+    return restored
+
+
 class ReleaseCells(NbGraderPreprocessor):
     """Sanitising, before nbgrader's own steps: the release's cells get the gradebook's metadata, every other
     cell's nbgrader metadata goes (one marked as a test cell is marked not to run when grading)."""
@@ -294,11 +353,16 @@ class ReleaseCells(NbGraderPreprocessor):
         nb.metadata.pop(KIT, None)
         if resources.get(KIT, {}).get("unreadable"):
             nb.metadata[KIT] = {"unreadable": resources[KIT]["unreadable"]}
-        last = last_carriers(nb.cells)
-        for index, cell in enumerate(nb.cells):
+        for cell in nb.cells:
             if not isinstance(cell.get("metadata"), dict):
                 cell.metadata = nbformat.from_dict({})
             cell.metadata.pop(KIT, None)
+        restored = restore_by_text(nb.cells, list(release.values()))
+        if restored:
+            self.log.info("%s: %d cells without nbgrader metadata are the release's by their text (%s): "
+                          "their metadata is restored", student, len(restored), ", ".join(restored))
+        last = last_carriers(nb.cells)
+        for index, cell in enumerate(nb.cells):
             if "nbgrader" not in cell.metadata:
                 continue
             why = _own_cell_reason(cell, index, last, release)
