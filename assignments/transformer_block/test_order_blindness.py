@@ -142,3 +142,15 @@ def test_permutation_error_is_right_on_your_own_mha(student):
             if abs(got - expected) > C.composition_tolerance(torch.stack([first, after])):
                 C.fail(f"{label}: does not match max |module(x[:, perm]) - module(x)[:, perm]| computed from your "
                        f"own module's outputs")
+
+
+def test_permutation_error_leaves_the_module_alone(student):
+    """permutation_error only runs the module it is given: afterwards the module holds the same parameter
+    values, buffers, requires_grad flags and training modes (autograder.judging.checks.untouched)."""
+    d, h, state, x, perm = _setting(0)
+    module = _build(student, d, h, state)
+    before = C.module_state(module)
+    # a number first: the state is judged after a call that did its job, not after a bare return
+    C.expect_number(C.call(student, "permutation_error", module, x, perm, causal=True),
+                    what="permutation_error(module, x, perm, causal=True)")
+    C.expect_unchanged(module, before, what="the module", where="permutation_error(module, x, perm, causal=True)")

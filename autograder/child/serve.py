@@ -155,7 +155,10 @@ class Server:
         if op == "info":
             children = {name: type(child).__name__ for name, child in obj.named_children()}
             plain = {k: v for k, v in vars(obj).items() if type(v) in (bool, int, float, str)}
-            return {"type": type(obj).__name__, "children": children, "attributes": plain}
+            training = {name: bool(module.training) for name, module in obj.named_modules()}
+            requires_grad = {name: bool(p.requires_grad) for name, p in obj.named_parameters()}
+            return {"type": type(obj).__name__, "children": children, "attributes": plain, "training": training,
+                    "requires_grad": requires_grad}
         raise LookupError(f"unknown request {op!r}")
 
     def serve(self) -> None:

@@ -395,4 +395,12 @@ class RemoteModule(ModuleHandle):
             raise StudentError("TypeError", "module description unavailable")
         children = value.get("children") if isinstance(value.get("children"), dict) else {}
         attributes = value.get("attributes") if isinstance(value.get("attributes"), dict) else {}
-        return ModuleInfo(str(value.get("type", "?")), {str(k): str(v) for k, v in children.items()}, attributes)
+        return ModuleInfo(str(value.get("type", "?")), {str(k): str(v) for k, v in children.items()}, attributes,
+                          _flags(value.get("training")), _flags(value.get("requires_grad")))
+
+
+def _flags(value: Any) -> dict[str, bool]:
+    """A name -> bool mapping from the child; anything else in it (the child chose it) is dropped."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if type(k) is str and type(v) is bool}

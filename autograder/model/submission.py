@@ -58,6 +58,10 @@ class ModuleInfo:
     type_name: str
     children: dict[str, str] = field(default_factory=dict)  # direct submodule name -> type name
     attributes: dict[str, Any] = field(default_factory=dict)  # plain (int/float/bool/str) attributes
+    # the state a function taking the module may not change besides values: every submodule's training flag
+    # (by its name in named_modules, "" for the module itself) and every parameter's requires_grad
+    training: dict[str, bool] = field(default_factory=dict)
+    requires_grad: dict[str, bool] = field(default_factory=dict)
 
 
 class ModuleHandle(abc.ABC):
@@ -186,7 +190,9 @@ class _LocalModule(ModuleHandle):
     def info(self):
         plain = {k: v for k, v in vars(self.module).items() if type(v) in (bool, int, float, str)}
         return ModuleInfo(type(self.module).__name__,
-                          {k: type(v).__name__ for k, v in self.module.named_children()}, plain)
+                          {k: type(v).__name__ for k, v in self.module.named_children()}, plain,
+                          {k: bool(m.training) for k, m in self.module.named_modules()},
+                          {k: bool(p.requires_grad) for k, p in self.module.named_parameters()})
 
 
 class ModuleSubmission(Submission):
