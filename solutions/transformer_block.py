@@ -158,7 +158,8 @@ def guaranteed_share(weights: torch.Tensor, targets: list[int]) -> float:
 
 
 def permutation_error(module: nn.Module, x: torch.Tensor, perm: torch.Tensor, causal: bool = False) -> float:
-    """max |module(x[:, perm]) - module(x)[:, perm]|: 0 up to rounding for a permutation-equivariant module."""
+    """max |module(x[:, perm]) - module(x)[:, perm]|: 0 up to rounding for a permutation-equivariant module.
+    The module is left as it was (values, buffers, requires_grad, training mode)."""
     permuted_first = module(x[:, perm], causal=causal)
     permuted_after = module(x, causal=causal)[:, perm]
     return (permuted_first - permuted_after).abs().max().item()

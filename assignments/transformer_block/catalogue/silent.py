@@ -19,7 +19,8 @@ PLACE = "norm_placement"
 ORDER = "order_blindness"
 SHARE = "head_share"
 
-_KIND_CHECK = "if kind not in normalisers:\n        raise ValueError(f\"kind must be 'layer' or 'batch', not {kind!r}\")\n    "
+_KIND_CHECK = ("if kind not in normalisers:\n"
+               "        raise ValueError(f\"kind must be 'layer' or 'batch', not {kind!r}\")\n    ")
 _PICK = "normalise = normalisers[kind]"
 _GRAD_START = "h = x.detach().requires_grad_()"
 _PERM_FIRST = "permuted_first = module(x[:, perm], causal=causal)"
