@@ -50,10 +50,12 @@ def _weights(student, targets, num_heads, seq_len):
 
 
 def test_head_share_shapes_and_types(student):
-    """ideal_head_weights returns a float tensor [num_heads, seq_len]; guaranteed_share returns a Python float."""
-    weights, _ = _weights(student, [3, 0, 5], 2, 6)
-    value = C.call(student, "guaranteed_share", weights, [3, 0, 5])
-    C.expect_exact_type(value, float, what="guaranteed_share(weights, [3, 0, 5])",
+    """ideal_head_weights returns a float tensor [num_heads, seq_len]; guaranteed_share returns a Python float.
+    The tensors it is given are left as they were (C.call_leaving_inputs)."""
+    _weights(student, [3, 0, 5], 2, 6)
+    given, targets = _judge_weights()[0]  # every entry positive: a change to any of them shows
+    value = C.call_leaving_inputs(student, "guaranteed_share", given, list(targets))
+    C.expect_exact_type(value, float, what=f"guaranteed_share(weights, {targets})",
                         advice="Convert the result with .item() (or float(...)).")
 
 

@@ -104,9 +104,10 @@ def _check(student, causal):
 
 
 def test_permutation_error_returns_python_float(student):
-    """permutation_error returns a plain Python float (e.g. via .item()), not a tensor."""
+    """permutation_error returns a plain Python float (e.g. via .item()), not a tensor.
+    The tensors it is given are left as they were (C.call_leaving_inputs)."""
     d, h, state, x, perm = _setting(1)
-    value = C.call(student, "permutation_error", _build(student, d, h, state), x, perm)
+    value = C.call_leaving_inputs(student, "permutation_error", _build(student, d, h, state), x, perm)
     C.expect_exact_type(value, float, what="permutation_error(module, x, perm)",
                         advice="Convert the largest difference with .item() (or float(...)).")
 

@@ -61,6 +61,8 @@ CHECKS_SUMMARIES: dict[str, str] = {
     "expect_raises": "`action()` must make the student's code raise `exc_type` (or a subclass); returns the error",
     "expect_unchanged": "the module still has the state `module_state` recorded before a call (values, buffers, "
                         "requires_grad, training modes; not .grad), else a failure naming the change",
+    "call_leaving_inputs": "`call`, failing when the function changed a tensor it was given (values in place, "
+                           "requires_grad, .grad)",
     "module_state": "what a caller could notice of a module: its tensors by name, training and requires_grad flags",
     "describe_value": "a value in a message's words: `float32[2, 5, 6]`, `your MultiHeadAttention(8, 2)`, never tensor values",
     "describe_inputs": "the inputs of a check (a mapping, or a string kept as it is) in a message's words",

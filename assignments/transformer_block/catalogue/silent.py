@@ -5,8 +5,8 @@ and not one bug:
 * refused arguments accepted: an argument the notebook says to refuse (batch_dependence's unknown kind) is
   answered with a number, through a fallback or a loose comparison;
 * inputs left alone, changed: a function that takes the caller's modules (layer_grad_norms' blocks,
-  permutation_error's module) freezes them, switches them to eval mode or casts them, and still returns
-  the right numbers;
+  permutation_error's module) freezes them, switches them to eval mode or casts them, or changes the caller's
+  tensors (in place, requires_grad_), and still returns the right numbers;
 * an algorithm's look-alikes: a function the notebook defines by an algorithm (ideal_head_weights' round robin
   dealing) replaced by another with the same stated properties (the same guaranteed share).
 """
@@ -57,6 +57,17 @@ INPUTS_CHANGED: list[Entry] = [
           (M(_PERM_FIRST, "module.requires_grad_(False)\n    " + _PERM_FIRST),), hint="requires_grad"),
     Entry("ob-module-eval", "permutation_error switches the module to eval mode", ORDER,
           (M(_PERM_FIRST, "module.eval()\n    " + _PERM_FIRST),), hint="training mode"),
+    # the caller's tensors
+    Entry("np-x-requires-grad-in-place", "layer_grad_norms sets requires_grad on the caller's x instead of a copy",
+          PLACE, (M(_GRAD_START, "h = x.requires_grad_()"),), hint="requires_grad went from False to True"),
+    Entry("bd-batch-normalise-in-place", "batch_normalise centres x in place (x -= mean)", BATCH,
+          (M("return (x - mean) / (var + eps).sqrt()", "x -= mean\n    return x / (var + eps).sqrt()"),),
+          hint="changed its argument 1"),
+    Entry("gs-other-columns-zeroed-in-place", "guaranteed_share zeroes the caller's non-target columns first",
+          SHARE, (M("return weights[:, targets].max(dim=0).values.min().item()",
+                    "weights[:, [c for c in range(weights.shape[-1]) if c not in targets]] = 0.0\n"
+                    "    return weights[:, targets].max(dim=0).values.min().item()"),),
+          hint="changed its argument 1"),
 ]
 
 LOOK_ALIKES: list[Entry] = [
