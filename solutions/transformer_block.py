@@ -39,7 +39,8 @@ def batch_normalise(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
 
 
 def batch_dependence(kind: str, batch_size: int = 8, d_model: int = 16, seed: int = 0) -> float:
-    """Largest change in example 0's normalised output when every other example of its batch is redrawn."""
+    """Largest change in example 0's normalised output when every other example of its batch is redrawn.
+    kind is "layer" or "batch"; any other kind raises ValueError."""
     normalisers = {"layer": lambda t: layer_norm(t, torch.ones(d_model), torch.zeros(d_model)),
                    "batch": batch_normalise}
     if kind not in normalisers:
@@ -138,8 +139,9 @@ class MultiHeadAttention(nn.Module):
 
 
 def ideal_head_weights(targets: list[int], num_heads: int, seq_len: int) -> torch.Tensor:
-    """[num_heads, seq_len], every row a distribution: the targets dealt to the heads whole (round robin),
-    each head uniform over its own targets; a head without a target may attend anywhere, uniformly say."""
+    """[num_heads, seq_len], every row a distribution: targets[i] dealt to head i % num_heads
+    (round robin), each head uniform over its own targets; a head without a target is uniform over all
+    seq_len positions."""
     weights = torch.zeros(num_heads, seq_len)
     for i, target in enumerate(targets):
         weights[i % num_heads, target] = 1.0
@@ -156,7 +158,8 @@ def guaranteed_share(weights: torch.Tensor, targets: list[int]) -> float:
 
 
 def permutation_error(module: nn.Module, x: torch.Tensor, perm: torch.Tensor, causal: bool = False) -> float:
-    """max |module(x[:, perm]) - module(x)[:, perm]|: 0 up to rounding for a permutation-equivariant module."""
+    """max |module(x[:, perm]) - module(x)[:, perm]|: 0 up to rounding for a permutation-equivariant module.
+    The module is left as it was (values, buffers, requires_grad, training mode)."""
     permuted_first = module(x[:, perm], causal=causal)
     permuted_after = module(x, causal=causal)[:, perm]
     return (permuted_first - permuted_after).abs().max().item()
@@ -203,7 +206,8 @@ def input_grad_norm(n_layers: int, residual: bool, d_model: int = 16, seed: int 
 
 
 def layer_grad_norms(blocks: list[nn.Module], x: torch.Tensor, target: torch.Tensor) -> list[float]:
-    """For each block, the norm of d (output * target).sum() / d (that block's input), in the blocks' order."""
+    """For each block, the norm of d (output * target).sum() / d (that block's input), in the blocks' order.
+    The blocks are left as they were (values, buffers, requires_grad, training mode); only .grad may fill."""
     h = x.detach().requires_grad_()
     inputs = []
     for block in blocks:

@@ -42,7 +42,8 @@ FAST_TIER = {"test_architecture.py", "test_benchmark.py", "test_box.py", "test_c
              "test_hidden_suites.py", "test_intake.py", "test_judge.py", "test_lms.py", "test_notebook_run.py", "test_norms_and_gates.py",
              "test_object_arguments.py", "test_op_recorder.py", "test_packaging.py", "test_protocol.py",
              "test_release_validation.py", "test_requests.py", "test_resemblance.py", "test_reuse.py", "test_scratch.py",
-             "test_rubric.py", "test_sandbox.py", "test_similarity.py", "test_source_cells.py", "test_stored_references.py"}
+             "test_rubric.py", "test_sandbox.py", "test_similarity.py", "test_source_cells.py", "test_spec_claims.py",
+             "test_stored_references.py"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -385,3 +385,26 @@ def test_every_writer_shows_a_checks_hints_after_its_message(tmp_path):
     classroom = decoded(result)["tests"][0]["message"]
     assert "off by 0.5   Hint: the scale is 1/sqrt(d_k)   Hint: not 1/d_k" in classroom
     assert f"[FAIL] test_hinted: {failed.shown_text}" in _part_feedback(result.parts[0], result)
+
+
+def test_a_hint_is_named_once_per_part_and_wrapped_short():
+    """One bug failing several checks of a part with the same advice: the text reports (nbgrader's cell, GitHub
+    Classroom) give the hint with the first check and point up to it from the others; another part's same words
+    are given again; a long hint is wrapped to lines of at most HINT_WIDTH characters."""
+    from autograder.grading.rubric import HINT_WIDTH
+    from autograder.nbgrader.plugin import _part_feedback
+
+    result = hand_built(forbidden=())
+    long_hint = "deal the targets round robin, " * 8
+    for part in result.parts[:2]:
+        part.tests += [CheckScore(part.part.name, f"test_same_{i}", 0.0, 1.0, False, f"off {i}", None,
+                                  ("the scale is 1/sqrt(d_k)", long_hint.strip()) if i < 2 else ("other",))
+                       for i in range(3)]
+    for part in result.parts[:2]:
+        shown = _part_feedback(part, result)
+        assert shown.count("Hint: the scale is 1/sqrt(d_k)") == 1 and shown.count("Hint: deal the targets") == 1
+        assert shown.count("Hint: the same as above, in this part") == 1 and shown.count("Hint: other") == 1
+        assert all(len(line) <= HINT_WIDTH for line in shown.split("\n") if line.lstrip().startswith(("Hint", "deal")))
+        assert shown.index("off 0") < shown.index("the scale") < shown.index("off 1") < shown.index("same as above")
+    classroom = decoded(result)["tests"][0]["message"]
+    assert classroom.count("the scale is 1/sqrt(d_k)") == 1 and classroom.count("the same as above") == 1

@@ -46,6 +46,32 @@ def calls(module):
 def die():
     import os
     os._exit(3)
+
+
+def meddle(module, x, scale=None):
+    """Changes everything a caller could notice: its module's mode and flags, its tensors in place."""
+    module.eval()
+    module.lin.weight.requires_grad_(False)
+    x.mul_(2)
+    if scale is not None:
+        scale.requires_grad_()
+    return 1.0
+
+
+def polite(module, x, scale=None):
+    y = x.detach().requires_grad_()
+    (module(y) * module.lin(y)).sum().backward()  # fills the parameters' .grad: allowed
+    return 1.0
+
+
+class Gated(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.register_buffer("seen", torch.zeros(3))
+
+    def forward(self, x):
+        return self.lin(x)
 '''
 
 
@@ -113,3 +139,28 @@ def test_replies_never_carry_object_references():
     assert resolved.decode({"k": "list", "v": [{"k": "object", "id": 7}]}) == ["seven"]
     with pytest.raises(protocol.ProtocolError, match="malformed object reference"):
         resolved.decode({"k": "object", "id": "7"})
+
+
+@pytest.mark.parametrize("where", ["in process", "sandboxed"])
+def test_a_function_that_changes_what_it_was_given_is_caught_and_one_that_does_not_passes(remote, where):
+    """module_state / expect_unchanged see a module's training mode and requires_grad flags (ModuleInfo, through
+    the info request), call_leaving_inputs what a call left of its tensor arguments (the call_inputs request);
+    a backward pass filling the parameters' .grad is allowed."""
+    student = module_submission() if where == "in process" else remote
+    x, scale = torch.arange(3.0), torch.ones(3)
+    for function, changed in (("polite", False), ("meddle", True)):
+        module = C.new(student, "Gated")
+        before = C.module_state(module)
+        assert before.training == {"": True, "lin": True} and before.requires_grad == {"lin.weight": True,
+                                                                                     "lin.bias": True}
+        if changed:
+            with pytest.raises(pytest.fail.Exception, match="changed its argument 2.*its values changed"):
+                C.call_leaving_inputs(student, function, module, x, scale=scale)
+            with pytest.raises(pytest.fail.Exception, match="requires_grad of 'lin.weight' went from True to False"):
+                C.expect_unchanged(module, before, what="the module", where=f"{function}(module)")
+            _, _, left = student.call_inputs(function, C.new(student, "Gated").handle, x, scale=scale)
+            assert left["scale"].requires_grad and not left["scale"].has_grad
+        else:
+            assert C.call_leaving_inputs(student, function, module, x, scale=scale) == 1.0
+            C.expect_unchanged(module, before, what="the module", where=f"{function}(module)")
+        assert torch.equal(x, torch.arange(3.0))  # the judge's own tensors are never the function's

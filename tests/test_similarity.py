@@ -26,7 +26,7 @@ HOSTILE_CODE = '    # </pre><script>alert("code")</script>\n'
 # the cells the copied-and-renamed pair is made of: variants' cells that no independent submission uses
 DANA_VARIANTS = ("addcmul-inline-LayerNorm", "stable-softmax-by-hand", "unflatten-own-scores", "torch-style-block",
                  "grad-autograd-grad", "batch-clone-rsqrt", "count-by-layer-list", "grad-norms-block-by-block",
-                 "md-batched-nudges", "hs-contiguous-chunks", "ob-one-batched-call")
+                 "md-batched-nudges", "hs-strided-slices", "ob-one-batched-call")
 # variants that are the reference edited (mutations) or reuse the cells above: not independent of them
 NOT_INDEPENDENT = {"nb-reference", "nb-mingpt-bias-buffer", "llms-from-scratch-mask-buffer",
                    "non-persistent-mask-buffer", "nb-fused-qkv-einsum", *DANA_VARIANTS}

@@ -206,12 +206,13 @@ def test_causal_mask_values(student):
 
 def test_attention_weights_shape_and_dtype(student):
     """attention_weights(q, k) returns [..., S_q, S_k] in the input dtype, for 3-D and 4-D inputs, S_q != S_k,
-    a single position, and float32 / float64."""
+    a single position, and float32 / float64.
+    The tensors it is given are left as they were (C.call_leaving_inputs)."""
     cases = [((2, 5, 4), (2, 7, 4), F32), ((2, 3, 5, 8), (2, 3, 5, 8), F32), ((1, 1, 3), (1, 1, 3), F32),
              ((2, 4, 6), (2, 4, 6), F64)]
     for i, (sq, sk, dtype) in enumerate(cases):
         q, k, _ = _qkv(sq, sk, 1, 20 + 3 * i, dtype)
-        out = C.call(student, "attention_weights", q, k)
+        out = C.call_leaving_inputs(student, "attention_weights", q, k)
         C.expect_tensor(out, what="attention_weights output", inputs={"q": q, "k": k},
                         shape=sq[:-1] + (sk[-2],), dtype=dtype)
 
@@ -249,12 +250,13 @@ def test_attention_weights_large_scores_float32(student):
 
 def test_sdpa_shape_and_dtype(student):
     """scaled_dot_product_attention(q, k, v) returns [..., S_q, d_v] in the input dtype (d_v != d_k, S_q != S_k,
-    3-D and 4-D, float32 / float64)."""
+    3-D and 4-D, float32 / float64).
+    The tensors it is given are left as they were (C.call_leaving_inputs)."""
     cases = [((2, 5, 4), (2, 6, 4), 3, F32), ((2, 3, 5, 8), (2, 3, 5, 8), 8, F32), ((1, 1, 3), (1, 1, 3), 2, F32),
              ((2, 4, 6), (2, 4, 6), 5, F64)]
     for i, (sq, sk, d_v, dtype) in enumerate(cases):
         q, k, v = _qkv(sq, sk, d_v, 100 + 3 * i, dtype)
-        out = C.call(student, "scaled_dot_product_attention", q, k, v)
+        out = C.call_leaving_inputs(student, "scaled_dot_product_attention", q, k, v)
         C.expect_tensor(out, what="scaled_dot_product_attention output", inputs={"q": q, "k": k, "v": v},
                         shape=sq[:-1] + (d_v,), dtype=dtype)
 

@@ -16,6 +16,9 @@ Which input amplifies which bug: the default batch of 8 x 16 and two other sizes
 seeds; square inputs (6 x 6) for batch_normalise, where statistics over the wrong dimension keep the shape; a
 large eps (0.5) on an input of variance ~1 shows where eps goes; float64 with d_model 512 shows d - 1.
 
+Any other kind must raise ValueError (the notebook's rule): names, capitalisations, the empty string and a
+trailing space are passed, so a fallback branch or a case-folding comparison shows.
+
 kind="layer" uses the student's own layer_norm, so the part is built on Part 1: the own-parts check applies the
 student's layer_norm to the recipe's two batches here and compares the change with batch_dependence("layer").
 """
@@ -92,13 +95,14 @@ def _layer_variants(batch_size, d_model, seed):
 def test_batch_normalise_matches_torch_batch_norm(student):
     """batch_normalise(x, eps) matches torch's batch norm in training mode without affine parameters (each
     feature normalised over the batch, dim 0, biased variance, eps inside the square root), float32 and float64,
-    square inputs included."""
+    square inputs included.
+    The tensors it is given are left as they were (C.call_leaving_inputs)."""
     cases = [((8, 16), F32, None), ((6, 6), F32, 1e-5), ((5, 3), F64, 0.5), ((4, 512), F64, 1e-5)]
     for i, (shape, dtype, eps) in enumerate(cases):
         x = C.randn(*shape, seed=4000 + i, dtype=dtype, mean=0.7, std=1.3)
         e = 1e-5 if eps is None else eps
         kwargs = {} if eps is None else {"eps": eps}
-        out = C.call(student, "batch_normalise", x, **kwargs)
+        out = C.call_leaving_inputs(student, "batch_normalise", x, **kwargs)
         expected, atol = C.reference_tolerance(
             lambda dt, x=x, e=e: F.batch_norm(x.to(dt), None, None, training=True, eps=e), dtype)
         xd = x.double()
@@ -180,3 +184,16 @@ def test_batch_dependence_is_right_on_your_own_layer_norm(student):
             C.fail(f"{label} = {value:.3g}, but your own layer_norm applied to the recipe's two batches changes the "
                    f"first example's output by {expected:.3g}: follow the recipe's random draws and return the "
                    f"largest absolute change of row 0")
+
+
+# kinds the notebook names as refused, and look-alikes a fallback or a loose comparison would accept
+REFUSED_KINDS = ("Layer", "BATCH", "instance", "batch_norm", "", "layer ")
+
+
+def test_batch_dependence_refuses_unknown_kinds(student):
+    """batch_dependence raises ValueError (or a subclass) for any kind but "layer" and "batch": other names,
+    other capitalisations, the empty string, a trailing space.  A fallback to one of the two normalisers
+    (an else branch, a dict.get with a default) returns a number instead."""
+    for kind in REFUSED_KINDS:
+        C.expect_raises(ValueError, lambda kind=kind: student.call("batch_dependence", kind),
+                        what=f"batch_dependence({kind!r})")

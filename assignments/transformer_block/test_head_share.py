@@ -1,11 +1,14 @@
 """Part `head_share` (5 points): `ideal_head_weights(targets, num_heads, seq_len)` and
 `guaranteed_share(weights, targets)`.
 
-ideal_head_weights is judged by what it must achieve, not by how: its rows must be distributions
-(non-negative, each summing to 1 within 1e-6) and the share the judge measures on them (min over targets of
-the max over heads, computed here in float64) must equal 1/ceil(k/h) within 1e-6, the best any weights can
-give (some head is the best head of at least ceil(k/h) targets, and its weights on them sum to at most 1).
-Round robin, contiguous blocks of ceil(k/h) targets, any weight a target-free head chooses: all reach it.
+ideal_head_weights is judged by what it must achieve and by the dealing the notebook names: its rows must be
+distributions (non-negative, each summing to 1 within 1e-6), the share the judge measures on them (min over
+targets of the max over heads, computed here in float64) must equal 1/ceil(k/h) within 1e-6, the best any
+weights can give (some head is the best head of at least ceil(k/h) targets, and its weights on them sum to at
+most 1), and the tensor must be the round robin one within 1e-6: targets[i] to head i % h, each head uniform
+over its own targets, a head without a target uniform over all seq_len positions.  Contiguous blocks of
+ceil(k/h) targets, round robin over the sorted targets and an idle head on one position reach the same share
+and differ from it on CASES (the first case already tells contiguous dealing from round robin).
 
 Which input amplifies which bug: unsorted, non-adjacent targets (a solution that assumes targets 0..k-1 puts
 weight elsewhere); h > k (idle heads must still be distributions, not rows of zeros or NaN from 0/0);
@@ -47,10 +50,12 @@ def _weights(student, targets, num_heads, seq_len):
 
 
 def test_head_share_shapes_and_types(student):
-    """ideal_head_weights returns a float tensor [num_heads, seq_len]; guaranteed_share returns a Python float."""
-    weights, _ = _weights(student, [3, 0, 5], 2, 6)
-    value = C.call(student, "guaranteed_share", weights, [3, 0, 5])
-    C.expect_exact_type(value, float, what="guaranteed_share(weights, [3, 0, 5])",
+    """ideal_head_weights returns a float tensor [num_heads, seq_len]; guaranteed_share returns a Python float.
+    The tensors it is given are left as they were (C.call_leaving_inputs)."""
+    _weights(student, [3, 0, 5], 2, 6)
+    given, targets = _judge_weights()[0]  # every entry positive: a change to any of them shows
+    value = C.call_leaving_inputs(student, "guaranteed_share", given, list(targets))
+    C.expect_exact_type(value, float, what=f"guaranteed_share(weights, {targets})",
                         advice="Convert the result with .item() (or float(...)).")
 
 
@@ -61,11 +66,11 @@ def test_ideal_head_weights_rows_are_distributions(student):
         weights, label = _weights(student, targets, num_heads, seq_len)
         if not bool(torch.isfinite(weights).all()) or bool((weights < 0).any()):
             C.fail(f"{label}: every weight must be a finite, non-negative number. A head without a target must "
-                   f"still be a distribution (it may attend anywhere), not 0 / 0.")
+                   f"still be a distribution (uniform over all positions), not 0 / 0.")
         sums = weights.sum(dim=-1)
         if not bool(((sums - 1).abs() <= 1e-6).all()):
             C.fail(f"{label}: each row (one head's distribution over the {seq_len} positions) must sum to 1; "
-                   f"a head without a target may spread its weight anywhere")
+                   f"a head without a target is uniform over all positions")
 
 
 def test_ideal_head_weights_guarantee_one_over_ceil_k_over_h(student):
@@ -125,3 +130,48 @@ def test_guaranteed_share_on_given_weights(student):
         hint = next((h for h, v in mistakes if math.isclose(value, v, rel_tol=1e-9)), None)
         C.fail(f"{label}: does not match min over targets of max over heads of weights[head, target].",
                hints=[hint] if hint else [])
+
+
+def _dealt(targets, num_heads, seq_len, owner):
+    """The weights when target number i goes to head owner(i), each head uniform over its own targets and a head
+    without one uniform over all positions (float64)."""
+    weights = torch.zeros(num_heads, seq_len, dtype=F64)
+    for i, target in enumerate(targets):
+        weights[owner(i), target] = 1.0
+    weights[weights.sum(dim=-1) == 0] = 1.0
+    return weights / weights.sum(dim=-1, keepdim=True)
+
+
+def _look_alikes(targets, num_heads, seq_len):
+    """Dealings with the same guaranteed share as round robin, which the notebook does not ask for."""
+    k, size = len(targets), math.ceil(len(targets) / num_heads)
+    in_order = sorted(targets)
+    sorted_robin = torch.zeros(num_heads, seq_len, dtype=F64)
+    for i, target in enumerate(in_order):
+        sorted_robin[i % num_heads, target] = 1.0
+    sorted_robin[sorted_robin.sum(dim=-1) == 0] = 1.0
+    idle_on_first = _dealt(targets, num_heads, seq_len, lambda i: i % num_heads)
+    for head in range(k, num_heads):
+        idle_on_first[head] = 0.0
+        idle_on_first[head, 0] = 1.0
+    return [("your heads hold contiguous blocks of the list (targets 0..c-1 to head 0, ...): deal round robin, "
+             "targets[i] to head i % num_heads", _dealt(targets, num_heads, seq_len, lambda i: i // size)),
+            ("your dealing follows the sorted targets: deal them in the list's order, targets[i] to head "
+             "i % num_heads", sorted_robin / sorted_robin.sum(dim=-1, keepdim=True)),
+            ("a head without a target must be uniform over all seq_len positions", idle_on_first)]
+
+
+def test_ideal_head_weights_deal_round_robin(student):
+    """ideal_head_weights is the round robin dealing of the notebook (within 1e-6): targets[i] to head
+    i % num_heads in the list's order, each head uniform over its own targets, a head without a target uniform
+    over all seq_len positions.  The cases tell it from contiguous blocks, from dealing the sorted targets and
+    from idle heads placed on one position, which reach the same share."""
+    for targets, num_heads, seq_len in CASES:
+        weights, label = _weights(student, targets, num_heads, seq_len)
+        expected = _dealt(targets, num_heads, seq_len, lambda i: i % num_heads)
+        if bool(((weights - expected).abs() <= 1e-6).all()):
+            continue
+        hints = [h for h, w in _look_alikes(targets, num_heads, seq_len)
+                 if not torch.equal(w, expected) and bool(((weights - w).abs() <= 1e-6).all())]
+        C.fail(f"{label}: not the round robin dealing (targets[i] to head i % num_heads, each head uniform over "
+               f"its own targets, a head without a target uniform over all positions).", hints=hints[:1])

@@ -14,6 +14,9 @@ back-propagates the target through them block by block (vjp requests) and compar
 function's.  Both value checks compare end to end, so a mistake in Parts 1-4 fails both; when the own-parts
 check passes, it costs end_to_end_share = 0.2 of the part (rubric.toml).
 
+The blocks are the caller's: afterwards they must hold the same values, buffers, requires_grad flags and
+training modes (autograder.judging.checks.untouched); .grad, which a backward pass fills, is not looked at.
+
 Which input amplifies which bug: random LayerNorm weights keep output.sum() from having a zero gradient, so a
 loss of output.sum() gives other (nonzero) values; stacks of 3 and 4 blocks make a reversed list and a list of
 another length visible; the norms of the activations and of the parameters' gradients are of another size.
@@ -144,10 +147,11 @@ def test_layer_grad_norms_pre_norm_matches_torch(student):
 
 
 def test_layer_grad_norms_returns_one_float_per_block(student):
-    """layer_grad_norms returns a list with one Python float per block (3 blocks here)."""
+    """layer_grad_norms returns a list with one Python float per block (3 blocks here).
+    The tensors it is given are left as they were (C.call_leaving_inputs)."""
     states = _states(3, 6200, F32)
-    value = C.call(student, "layer_grad_norms", _stack(student, states, True), C.randn(B, S, D, seed=6210),
-                   C.randn(B, S, D, seed=6211))
+    value = C.call_leaving_inputs(student, "layer_grad_norms", _stack(student, states, True),
+                                  C.randn(B, S, D, seed=6210), C.randn(B, S, D, seed=6211))
     if type(value) is not list or len(value) != 3:
         C.fail(f"layer_grad_norms of 3 blocks: expected a list of 3 Python floats, got {C.kind_of(value)}"
                + (f" of length {len(value)}" if type(value) in (list, tuple) else ""))
@@ -193,3 +197,18 @@ def test_layer_grad_norms_is_right_on_your_own_blocks(student):
                        atol=C.composition_tolerance(expected) * 1e3, inputs={"x": x, "target": target},
                        mistakes=[("your list is in reverse order: its first entry must belong to the first block",
                                   expected.flip(0))])
+
+
+def test_layer_grad_norms_leaves_the_blocks_alone(student):
+    """layer_grad_norms leaves the blocks it measures as it found them: every parameter's and buffer's values,
+    dtype and shape, every parameter's requires_grad and every submodule's training mode (the notebook: no
+    requires_grad_(False), no .eval(), no .to(...)).  Filling the parameters' .grad by a backward pass is
+    allowed and not looked at."""
+    states = _states(3, 6600, F32)
+    blocks = _stack(student, states, False)
+    before = [C.module_state(block) for block in blocks]
+    # a list of numbers first: the state is judged after a call that did its job, not after a bare return
+    _norms_of(student, blocks, C.randn(B, S, D, seed=6610), C.randn(B, S, D, seed=6611),
+              "layer_grad_norms of 3 stacked TransformerBlocks (norm_first=False)")
+    for i, (block, state) in enumerate(zip(blocks, before)):
+        C.expect_unchanged(block, state, what=f"block {i} of the stack", where="layer_grad_norms(blocks, x, target)")

@@ -104,9 +104,10 @@ def _check(student, causal):
 
 
 def test_permutation_error_returns_python_float(student):
-    """permutation_error returns a plain Python float (e.g. via .item()), not a tensor."""
+    """permutation_error returns a plain Python float (e.g. via .item()), not a tensor.
+    The tensors it is given are left as they were (C.call_leaving_inputs)."""
     d, h, state, x, perm = _setting(1)
-    value = C.call(student, "permutation_error", _build(student, d, h, state), x, perm)
+    value = C.call_leaving_inputs(student, "permutation_error", _build(student, d, h, state), x, perm)
     C.expect_exact_type(value, float, what="permutation_error(module, x, perm)",
                         advice="Convert the largest difference with .item() (or float(...)).")
 
@@ -142,3 +143,15 @@ def test_permutation_error_is_right_on_your_own_mha(student):
             if abs(got - expected) > C.composition_tolerance(torch.stack([first, after])):
                 C.fail(f"{label}: does not match max |module(x[:, perm]) - module(x)[:, perm]| computed from your "
                        f"own module's outputs")
+
+
+def test_permutation_error_leaves_the_module_alone(student):
+    """permutation_error only runs the module it is given: afterwards the module holds the same parameter
+    values, buffers, requires_grad flags and training modes (autograder.judging.checks.untouched)."""
+    d, h, state, x, perm = _setting(0)
+    module = _build(student, d, h, state)
+    before = C.module_state(module)
+    # a number first: the state is judged after a call that did its job, not after a bare return
+    C.expect_number(C.call(student, "permutation_error", module, x, perm, causal=True),
+                    what="permutation_error(module, x, perm, causal=True)")
+    C.expect_unchanged(module, before, what="the module", where="permutation_error(module, x, perm, causal=True)")

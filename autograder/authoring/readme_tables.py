@@ -59,6 +59,11 @@ CHECKS_SUMMARIES: dict[str, str] = {
     "vjp": "the output of the student's function and, per cotangent, the gradients of its inputs, back-propagated in the child",
     "student_code": "context manager: an error the student's code raises inside becomes \"While <doing>, your code raised ...\"",
     "expect_raises": "`action()` must make the student's code raise `exc_type` (or a subclass); returns the error",
+    "expect_unchanged": "the module still has the state `module_state` recorded before a call (values, buffers, "
+                        "requires_grad, training modes; not .grad), else a failure naming the change",
+    "call_leaving_inputs": "`call`, failing when the function changed a tensor it was given (values in place, "
+                           "requires_grad, .grad)",
+    "module_state": "what a caller could notice of a module: its tensors by name, training and requires_grad flags",
     "describe_value": "a value in a message's words: `float32[2, 5, 6]`, `your MultiHeadAttention(8, 2)`, never tensor values",
     "describe_inputs": "the inputs of a check (a mapping, or a string kept as it is) in a message's words",
     "describe_call": "a call in a message's words: `layer_norm(float32[2, 5, 6], ...)`",
@@ -93,7 +98,8 @@ MODULE_SUMMARIES: dict[str, str] = {
     "load_state_dict": "load a state_dict, as `nn.Module.load_state_dict` does",
     "load_weights": "load the test's weights: the parameters must be exactly the loaded names, each holding its values (extra buffers are the student's)",
     "to": "cast the module to `dtype`",
-    "info": "its type name, its direct submodules' type names and its plain attributes (`ModuleInfo`)",
+    "info": "its type name, its direct submodules' type names, its plain attributes, every submodule's training "
+            "flag and every parameter's requires_grad (`ModuleInfo`)",
 }
 
 
@@ -116,7 +122,7 @@ def checks_table() -> str:
 
     # grouped by the module of each name's job, in the order the package's docstring gives them
     order = ["inputs", "caching", "failing", "calls", "kinds", "shapes", "structure", "tolerance", "comparison",
-             "causality"]
+             "causality", "untouched"]
     names = list(checks.__all__)
     _checked(CHECKS_SUMMARIES, names, "autograder.judging.checks")
 

@@ -122,6 +122,14 @@ class Server:
             raise LookupError("unknown object")
         return self.objects[key]
 
+    def input_state(self, value: Any) -> Any:
+        """[tensor, requires_grad, whether .grad is set] for a tensor argument after a call, else None."""
+        torch = self.torch
+        if not isinstance(value, torch.Tensor):
+            return None
+        with torch._C.DisableTorchFunctionSubclass():
+            return [value, bool(value.requires_grad), value.grad is not None]
+
     def handle(self, request: dict[str, Any], args: list, kwargs: dict, cotangents: list) -> Any:
         op = request.get("op")
         torch = self.torch
@@ -129,6 +137,9 @@ class Server:
             return self.lookup(request.get("name"))(*args, **kwargs)
         if op == "vjp":
             return self.vjp_of(self.lookup(request.get("name")), args, kwargs, cotangents)
+        if op == "call_inputs":  # the call, and what it left of each tensor it was given
+            value = self.lookup(request.get("name"))(*args, **kwargs)
+            return [value, [self.input_state(v) for v in args], {k: self.input_state(v) for k, v in kwargs.items()}]
         if op == "new":
             obj = self.lookup(request.get("name"))(*args, **kwargs)
             key = len(self.objects) + 1
@@ -155,7 +166,10 @@ class Server:
         if op == "info":
             children = {name: type(child).__name__ for name, child in obj.named_children()}
             plain = {k: v for k, v in vars(obj).items() if type(v) in (bool, int, float, str)}
-            return {"type": type(obj).__name__, "children": children, "attributes": plain}
+            training = {name: bool(module.training) for name, module in obj.named_modules()}
+            requires_grad = {name: bool(p.requires_grad) for name, p in obj.named_parameters()}
+            return {"type": type(obj).__name__, "children": children, "attributes": plain, "training": training,
+                    "requires_grad": requires_grad}
         raise LookupError(f"unknown request {op!r}")
 
     def serve(self) -> None:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import textwrap
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,6 +49,7 @@ from autograder import REPO_ROOT
 from autograder.model.cells import (CHECK_CELL_STANDIN, UNCHANGED_CELL_STANDIN, ReleaseText, code_text, is_check_cell,
                                     nbgrader_of, text_key)
 from autograder.model.course import assignment_names, assignment_root, course_root
+from autograder.judging.hints import first_given
 from autograder.judging.evidence import MAX_FIGURES, Figure
 
 if TYPE_CHECKING:  # the judge imports pytest and torch; scoring needs neither
@@ -85,6 +87,7 @@ class Part:
 
 
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+HINT_WIDTH = 100  # a hint's lines in text reports: a notebook's output and a terminal show them without scrolling
 STRUCTURE_ALONE = "structure and form alone earn no points: no check of this part's values passed"
 PART_KEYS = {"name", "title", "points", "suite", "weights", "structural", "forbidden_ops", "off_limits", "built_on",
              "form", "own_parts", "follow_through", "end_to_end_share", "form_share"}
@@ -361,9 +364,22 @@ class TestScore:
 
     @property
     def shown_text(self) -> str:
-        """The message as every text report shows it: each hint on a line of its own after it.  The one place
-        hints become text; the feedback page shows them apart (autograder.reports.html)."""
-        return self.message + "".join(f"\n  Hint: {hint}" for hint in self.hints)
+        """The message as a report of this check alone shows it: each hint on a line of its own after it.  A
+        report of a whole part shows PartScore.shown_texts instead, where a hint is given once."""
+        return self.text_with(self.hints)
+
+    def text_with(self, hints: tuple[str, ...], repeated: bool = False) -> str:
+        """The one place hints become text (the feedback page shows them apart, autograder.reports.html):
+        `hints` each on a line of its own, wrapped short, and `repeated` a pointer to the same hint above."""
+        lines = [self.message]
+        for hint in hints:  # each of a hint's own lines wrapped apart: its line breaks are kept
+            for i, line in enumerate(hint.split("\n")):
+                lead = "  Hint: " if i == 0 else "        "
+                lines.append(textwrap.fill(line, HINT_WIDTH, initial_indent=lead, subsequent_indent=" " * 8,
+                                           break_long_words=False, break_on_hyphens=False) or lead.rstrip())
+        if repeated:
+            lines.append("  Hint: the same as above, in this part")
+        return "\n".join(lines)
 
     @property
     def earned_all(self) -> bool:
@@ -378,6 +394,13 @@ class PartScore:
     score: float
     tests: list[TestScore]
     forbidden: tuple[str, ...]
+
+    def shown_texts(self) -> list[str]:
+        """Each check's text as a report of the whole part shows it, in the checks' order: a hint an earlier
+        check of the part gave is not repeated (one bug failing eight checks is named once), the check points
+        up to it instead."""
+        given = first_given([test.hints for test in self.tests])
+        return [test.text_with(new, repeated) for test, (new, repeated) in zip(self.tests, given)]
 
     def forbidden_notice(self, names: str | None = None) -> str:
         """The one wording students see when a part scored 0 for torch's own implementation (`names` as the

@@ -20,7 +20,7 @@ from autograder.model.interrupts import JudgingInterrupted
 from autograder.model.limits import Limits
 from autograder.host.sandbox import Sandbox, ZygoteFailed, child_notices, isolation_name
 from autograder.model.submission import (ModuleHandle, ModuleInfo, NotRun, Opaque, StudentError, Submission,
-                                   SubmissionBroken)
+                                         SubmissionBroken, TensorState)
 
 STARTUP_SECONDS = 60.0  # interpreter and torch start-up, before the first cell
 LOAD_SHARE = 0.5  # of the whole-submission limit, the most that running the notebook's cells may take
@@ -322,6 +322,13 @@ class RemoteSubmission(Submission):
     def call(self, function: str, *args: Any, **kwargs: Any) -> Any:
         return self.request("call", name=function, args=args, kwargs=kwargs)
 
+    def call_inputs(self, function, *args, **kwargs):
+        value = self.request("call_inputs", name=function, args=args, kwargs=kwargs)
+        if not (isinstance(value, list) and len(value) == 3 and isinstance(value[1], list)
+                and isinstance(value[2], dict) and len(value[1]) == len(args) and set(value[2]) == set(kwargs)):
+            raise StudentError("TypeError", "what the call left of its arguments could not be read")
+        return value[0], [_input_state(v) for v in value[1]], {k: _input_state(v) for k, v in value[2].items()}
+
     def vjp(self, function, args, kwargs, cotangents):
         return _vjp_result(self.request("vjp", name=function, args=args, kwargs=kwargs, cotangents=cotangents))
 
@@ -340,12 +347,22 @@ SAME_SUBJECT = {"forward_vjp": "forward", "load_and_list": "load_state_dict"}
 def _subject(op: str, name: str | None, class_name: str) -> str:
     """What a request exercises, for remembering which code hangs or crashes: a function, a constructor,
     or one method of a class (forward and its backward count as one, as do loading and loading-and-listing)."""
-    if op in ("call", "vjp"):
+    if op in ("call", "vjp", "call_inputs"):
         return str(name)
     if op == "new":
         return f"{name}()"
     return f"{class_name}.{SAME_SUBJECT.get(op, op)}"
 
+
+
+def _input_state(value: Any) -> TensorState | None:
+    """A tensor argument's state as the child reported it: [tensor, requires_grad, has_grad], or None."""
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 3 and isinstance(value[0], torch.Tensor)
+            and type(value[1]) is bool and type(value[2]) is bool):
+        raise StudentError("TypeError", "what the call left of its arguments could not be read")
+    return TensorState(value[0], value[1], value[2])
 
 
 def _vjp_result(value: Any) -> tuple[Any, list[list[torch.Tensor | None]]]:
@@ -395,4 +412,12 @@ class RemoteModule(ModuleHandle):
             raise StudentError("TypeError", "module description unavailable")
         children = value.get("children") if isinstance(value.get("children"), dict) else {}
         attributes = value.get("attributes") if isinstance(value.get("attributes"), dict) else {}
-        return ModuleInfo(str(value.get("type", "?")), {str(k): str(v) for k, v in children.items()}, attributes)
+        return ModuleInfo(str(value.get("type", "?")), {str(k): str(v) for k, v in children.items()}, attributes,
+                          _flags(value.get("training")), _flags(value.get("requires_grad")))
+
+
+def _flags(value: Any) -> dict[str, bool]:
+    """A name -> bool mapping from the child; anything else in it (the child chose it) is dropped."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if type(k) is str and type(v) is bool}

@@ -29,3 +29,15 @@ def problem(value: object) -> str:
     if tuple(value) != bounded(value):
         return f"holds a hint that is empty, repeated, longer than {MAX_HINT_CHARS} characters or not clean text"
     return ""
+
+
+def first_given(per_check: list[tuple[str, ...]]) -> list[tuple[tuple[str, ...], bool]]:
+    """One cause named once per part: for each check of a part, in order, the hints no earlier check gave, and
+    whether it gave any that an earlier one did (a report then points up to it instead of repeating it)."""
+    seen: set[str] = set()
+    out = []
+    for hints in per_check:
+        new = tuple(h for h in dict.fromkeys(hints) if h not in seen)
+        seen.update(new)
+        out.append((new, len(new) < len(set(hints))))
+    return out

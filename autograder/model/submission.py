@@ -58,6 +58,10 @@ class ModuleInfo:
     type_name: str
     children: dict[str, str] = field(default_factory=dict)  # direct submodule name -> type name
     attributes: dict[str, Any] = field(default_factory=dict)  # plain (int/float/bool/str) attributes
+    # the state a function taking the module may not change besides values: every submodule's training flag
+    # (by its name in named_modules, "" for the module itself) and every parameter's requires_grad
+    training: dict[str, bool] = field(default_factory=dict)
+    requires_grad: dict[str, bool] = field(default_factory=dict)
 
 
 class ModuleHandle(abc.ABC):
@@ -97,6 +101,20 @@ class ModuleHandle(abc.ABC):
     def info(self) -> ModuleInfo: ...
 
 
+@dataclass
+class TensorState:
+    """A tensor argument as the function left it: what the caller who passed it would see afterwards."""
+    value: torch.Tensor
+    requires_grad: bool
+    has_grad: bool
+
+
+def tensor_state(value: Any) -> TensorState | None:
+    if not isinstance(value, torch.Tensor):
+        return None
+    return TensorState(value.detach().clone(), bool(value.requires_grad), value.grad is not None)
+
+
 class Submission(abc.ABC):
     """A submission, seen through requests.  Arguments are tensors, plain values (None, bool, int, float, str,
     lists, tuples, dicts with string keys) and handles that this submission's `new` returned: the student's
@@ -118,6 +136,12 @@ class Submission(abc.ABC):
 
     @abc.abstractmethod
     def new(self, class_name: str, *args: Any, **kwargs: Any) -> ModuleHandle: ...
+
+    def call_inputs(self, function: str, *args: Any, **kwargs: Any
+                    ) -> tuple[Any, list[TensorState | None], dict[str, TensorState | None]]:
+        """`call`, and the state of each argument afterwards (None where it is not a tensor): whether the
+        function changed a tensor it was given, in place, by requires_grad_ or by filling its .grad."""
+        raise SubmissionBroken("this submission cannot report what a call left of its arguments")
 
     def take_forbidden(self) -> set[str]:
         seen, self.forbidden_seen = self.forbidden_seen, set()
@@ -186,7 +210,9 @@ class _LocalModule(ModuleHandle):
     def info(self):
         plain = {k: v for k, v in vars(self.module).items() if type(v) in (bool, int, float, str)}
         return ModuleInfo(type(self.module).__name__,
-                          {k: type(v).__name__ for k, v in self.module.named_children()}, plain)
+                          {k: type(v).__name__ for k, v in self.module.named_children()}, plain,
+                          {k: bool(m.training) for k, m in self.module.named_modules()},
+                          {k: bool(p.requires_grad) for k, p in self.module.named_parameters()})
 
 
 class ModuleSubmission(Submission):
@@ -206,6 +232,13 @@ class ModuleSubmission(Submission):
 
     def call(self, function, *args, **kwargs):
         return _plain(_guarded(self._get(function), *args, **kwargs))
+
+    def call_inputs(self, function, *args, **kwargs):
+        # the function gets copies, as a sandboxed one does: the caller's tensors are never its own
+        args = [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in args]
+        kwargs = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        value = self.call(function, *args, **kwargs)
+        return value, [tensor_state(v) for v in args], {k: tensor_state(v) for k, v in kwargs.items()}
 
     def vjp(self, function, args, kwargs, cotangents):
         return _guarded(vjp_of, self._get(function), args, kwargs, cotangents)

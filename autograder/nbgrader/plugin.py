@@ -434,9 +434,9 @@ def _part_feedback(part: PartScore, result: GradeResult) -> str:
     lines = [f"{part.part.title}: {part.score:.4g} / {part.part.points:g} points"]
     if part.forbidden:
         lines.append(part.forbidden_notice())
-    for test in part.tests:
+    for test, shown in zip(part.tests, part.shown_texts()):  # a hint once per part
         mark = "ok  " if test.earned_all else "FAIL"
-        message = message_text(test.shown_text)
+        message = message_text(shown)
         lines.append(f"[{mark}] {test.name}" + (f": {message}" if message and mark == "FAIL" else ""))
     if part.score < part.part.points and (result.load.cell_errors or result.load.failure or result.unreadable):
         lines += ["", summary(result)]

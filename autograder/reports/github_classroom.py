@@ -28,12 +28,12 @@ TEXT_BUDGET = 16_000
 
 
 def _part_message(part: PartScore, limit: int) -> str:
-    failed = [test for test in part.tests if not test.earned_all]
+    failed = [(test, shown) for test, shown in zip(part.tests, part.shown_texts()) if not test.earned_all]
     if not failed:
         return f"all {len(part.tests)} checks passed"
     lines = [part.forbidden_notice(one_line(", ".join(part.forbidden), 200))] if part.forbidden else []
     lines.append(f"{len(failed)} of {len(part.tests)} checks failed:")
-    lines += [f"{one_line(test.name, 200)}: {one_line(test.shown_text, MAX_LINE_CHARS)}" for test in failed]
+    lines += [f"{one_line(test.name, 200)}: {one_line(shown, MAX_LINE_CHARS)}" for test, shown in failed]
     return clean_text("\n".join(lines), limit)
 
 

@@ -105,19 +105,21 @@ class _Pictures:
         return self.pngs[figure]
 
 
-def _hints(test: TestScore, given: dict[tuple[str, ...], str]) -> list[str]:
-    """The check's hints, each whole as the check gave it.  `given`: the part's hints already shown, by the
-    check that showed them (one bug fails several checks with the same advice: it is given once, the later
-    checks point to it)."""
-    hints = [message_text(hint) for hint in test.hints]
-    if not hints:
-        return []
-    key = tuple(hints)
-    if key in given:
-        return [f'<p class="hint"><strong>Hint:</strong> (same hint as {_text(given[key], MAX_NAME_CHARS)} '
-                "above)</p>"]
-    given[key] = test.name
-    return [f'<p class="hint"><strong>Hint:</strong> {html.escape(hint)}</p>' for hint in hints]
+def _hints(test: TestScore, given: dict[str, str]) -> list[str]:
+    """The check's hints, each whole as the check gave it.  `given`: the part's hints already shown, each by
+    the check that showed it (one bug fails several checks with the same advice: it is given once, the later
+    checks point to it, once, however many of their hints were given above)."""
+    out, earlier = [], []
+    for hint in dict.fromkeys(message_text(h) for h in test.hints):
+        if hint in given:
+            earlier.append(given[hint])
+            continue
+        given[hint] = test.name
+        out.append(f'<p class="hint"><strong>Hint:</strong> {html.escape(hint)}</p>')
+    if earlier:
+        out.append(f'<p class="hint"><strong>Hint:</strong> (same hint as {_text(earlier[0], MAX_NAME_CHARS)} '
+                   "above)</p>")
+    return out
 
 
 def _evidence(test: TestScore, pictures: _Pictures) -> list[str]:
@@ -137,7 +139,7 @@ def _evidence(test: TestScore, pictures: _Pictures) -> list[str]:
     return out
 
 
-def _failed_check(test: TestScore, pictures: _Pictures, given: dict[tuple[str, ...], str]) -> str:
+def _failed_check(test: TestScore, pictures: _Pictures, given: dict[str, str]) -> str:
     message = message_text(test.message).strip()
     html_parts = [f'<article class="check"><h3>{_text(test.name, MAX_NAME_CHARS)}</h3>']
     if message:
@@ -151,7 +153,7 @@ def _failed_check(test: TestScore, pictures: _Pictures, given: dict[tuple[str, .
 def _part(part: PartScore, pictures: _Pictures) -> str:
     """`pictures`: those already on the page, which any check of any part may point to; a hint is repeated
     within the part only (another part's same words are advice on that part's code)."""
-    given: dict[tuple[str, ...], str] = {}
+    given: dict[str, str] = {}
     share = part.score / part.part.points if part.part.points else 0.0
     out = [f"<section><h2>{_text(part.part.title)} &mdash; {_points(part.score)} / {_points(part.part.points)}</h2>",
            f'<div class="bar"><span style="width:{max(0.0, min(share, 1.0)) * 100:.0f}%"></span></div>']

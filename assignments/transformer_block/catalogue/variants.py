@@ -467,14 +467,15 @@ def largest_dependence(table):
     return future, past
 '''
 
-HEAD_SHARE_CHUNKS = '''
+HEAD_SHARE_STRIDED = '''
 def ideal_head_weights(targets, num_heads, seq_len):
-    """Contiguous chunks of ceil(k/h) targets; a head left without one helps the first target."""
-    per_head = math.ceil(len(targets) / num_heads)
-    weights = torch.zeros(num_heads, seq_len, dtype=torch.float64)
+    """Round robin by strided slices (head t holds targets[t::h]); a head left without one is uniform."""
+    weights = torch.full((num_heads, seq_len), 1.0 / seq_len, dtype=torch.float64)
     for head in range(num_heads):
-        mine = targets[head * per_head:(head + 1) * per_head] or targets[:1]
-        weights[head, mine] = 1.0 / len(mine)
+        mine = targets[head::num_heads]
+        if mine:
+            weights[head] = 0.0
+            weights[head, mine] = 1.0 / len(mine)
     return weights
 
 
@@ -543,9 +544,8 @@ VARIANTS: list[Entry] = [
           notebook=True),
     Entry("md-batched-nudges", "mask_dependence with every nudge in one batched attention call; "
           "largest_dependence by Python loops", replace={"mask_dependence_function": MASK_DEPENDENCE_BATCHED}),
-    Entry("hs-contiguous-chunks", "targets in contiguous chunks of ceil(k/h), idle heads on the first target, "
-          "float64 weights; guaranteed_share by Python min and max",
-          replace={"head_share_functions": HEAD_SHARE_CHUNKS}),
+    Entry("hs-strided-slices", "round robin as strided slices targets[t::h], idle heads filled first, float64 "
+          "weights; guaranteed_share by Python min and max", replace={"head_share_functions": HEAD_SHARE_STRIDED}),
     Entry("ob-one-batched-call", "permutation_error with both routes in one batched module call (index_select, "
           "amax)", replace={"order_blindness_function": PERMUTATION_ERROR_ONE_CALL}),
 ]

@@ -4,8 +4,8 @@ Suites use it as `from autograder.judging import checks as C`; this package expo
 use, each from the module of its job: `inputs` (seeded inputs and random parameters), `caching` (`once`),
 `failing` (`fail`, `evidence_on_failure`), `calls` (requests to the submission and how they are described),
 `kinds`, `shapes` and `structure` (what was returned and what a module holds), `tolerance` and `comparison`
-(numbers against the reference), `causality` (future dependence), and the evidence the feedback draws
-(`mismatch`, `dependence`).
+(numbers against the reference), `causality` (future dependence), `untouched` (inputs a function must leave
+alone), and the evidence the feedback draws (`mismatch`, `dependence`).
 
 Every student-facing failure goes through `fail()` (pytest's Failed with pytrace=False and no chained
 exception context), so a student sees what was compared, on which input (sizes, dtypes, settings; never
@@ -30,12 +30,16 @@ from autograder.judging.checks.kinds import kind_of
 from autograder.judging.checks.shapes import expect_exact_type, expect_number, expect_tensor
 from autograder.judging.checks.structure import expect_parameters
 from autograder.judging.checks.tolerance import DEFAULT_FACTOR, composition_tolerance, reference_tolerance
+from autograder.judging.checks.untouched import (call_leaving_inputs, expect_unchanged,
+                                                module_state)
 
 __all__ = [
-    "DEFAULT_FACTOR", "MHA_PROJECTIONS", "assert_close", "call", "cast_floats", "check_causal_jacobian",
+    "DEFAULT_FACTOR", "MHA_PROJECTIONS", "assert_close", "call", "call_leaving_inputs", "cast_floats",
+    "check_causal_jacobian",
     "check_causal_perturbation", "check_depends_on_future", "composition_tolerance", "describe_call",
     "describe_inputs", "describe_value", "evidence_on_failure", "expect_equal", "expect_exact_type", "expect_number",
-    "expect_parameters", "expect_raises",
+    "expect_parameters", "expect_raises", "expect_unchanged",
     "expect_tensor", "fail", "generator", "is_close", "kind_of", "layer_norm_state", "linear_state", "mha_state",
-    "new", "once", "randn", "random_bool_mask", "reference_tolerance", "student_code", "tril_mask", "vjp",
+    "module_state", "new", "once", "randn", "random_bool_mask", "reference_tolerance", "student_code", "tril_mask",
+    "vjp",
 ]
