@@ -75,8 +75,8 @@ def test_every_call_naming_a_process_is_refused_or_allowed_only_for_the_caller()
 PROBE = r"""
 import ctypes, errno, json, os, sys, tempfile, time
 import pyseccomp as seccomp
-from autograder import REPO_ROOT
 from autograder.child import box
+from autograder.host.sandbox import hidden_folders, import_folders
 
 tier = int(sys.argv[1])
 NUMBERS = {n: seccomp.resolve_syscall(seccomp.Arch.X86_64, n) for n in """ + repr(sorted(NAMING_A_PROCESS | {"mq_open"})) + r"""}
@@ -94,7 +94,7 @@ prober = os.fork()
 if prober == 0:
     os.close(report_read)
     box.isolate({"tier": tier, "workdir": tempfile.mkdtemp(prefix="autograder-pid-"), "processes": 16,
-                 "root": str(REPO_ROOT), "rlimits": {}, "scratch_mb": 1})
+                 "hidden": hidden_folders(), "imports": import_folders(), "rlimits": {}, "scratch_mb": 1})
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     buffer = (ctypes.c_char * 256)()

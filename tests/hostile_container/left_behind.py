@@ -32,22 +32,36 @@ if os.getppid() > 1:  # tier 2's supervisor (tier 1's is outside the sandbox's P
         blinded = "supervisor blinded"
     except OSError as exc:
         blinded = "prlimit refused: " + exc.strerror
+started = 0
+
+
+def fork():
+    """os.fork, or None where the sandbox refuses new processes (its seccomp filter: one process per sandbox)."""
+    global started
+    try:
+        pid = os.fork()
+    except OSError:
+        return None
+    started += pid != 0
+    return pid
+
+
 for session in (True, False):  # a setsid daemon, and a fork-only one
-    if os.fork() == 0:
+    if fork() == 0:
         if session:
             os.setsid()
-        if os.fork() == 0:
+        if fork() == 0:
             os.makedirs("__TOKEN__", exist_ok=True)
             os.chdir("__TOKEN__")  # it cannot run another program to be named by: its folder names it
             time.sleep(600)
             os._exit(0)
         os._exit(0)
 for _ in range(2):
-    if os.fork() == 0:
+    if fork() == 0:
         os.setsid()
         os.makedirs("__TOKEN__", exist_ok=True)
         os.chdir("__TOKEN__")
         while True:
             pass
 made = make_unremovable(os.getcwd(), "/etc")
-raise RuntimeError("LEFT %s, daemons started, scratch %s" % (blinded, made))
+raise RuntimeError("LEFT %s, %d daemons started, scratch %s" % (blinded, started, made))
