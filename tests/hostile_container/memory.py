@@ -27,9 +27,14 @@ def take():
         held.append(b"x" * (512 << 20))
     except MemoryError:
         pass
-threads = [threading.Thread(target=take) for _ in range(6)]
-for thread in threads:
-    thread.start()
+threads = []
+for _ in range(6):
+    thread = threading.Thread(target=take)
+    try:  # a thread's stack is address space too: past RLIMIT_AS, no new thread starts
+        thread.start()
+        threads.append(thread)
+    except RuntimeError:
+        break
 for thread in threads:
     thread.join()
 raise RuntimeError("MEMORY %d started, %d memfds, %d threads holding" % (started, len(memfds), len(held)))
