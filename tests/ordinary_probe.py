@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -55,13 +56,17 @@ def main() -> None:
     staging, _ = staged_files([own])
     cells = ["print(open('numbers.txt').read().split())",
              PRY.replace("{course}", str(course)).replace("{secret}", SECRET)]
-    run = run_notebook(cells, Limits(cell_timeout=20), staging)
+    try:
+        run = run_notebook(cells, Limits(cell_timeout=20), staging)
+    finally:
+        shutil.rmtree(staging)  # nothing of the grader's left behind (test_containers looks)
     printed = ["".join(o.get("text", "") for o in cell.outputs if o["output_type"] == "stream") for cell in run.cells]
     errors = [o["ename"] for cell in run.cells for o in cell.outputs if o["output_type"] == "error"]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"printed": printed, "errors": errors, "isolation": run.isolation, "died": run.died,
                                "planted": (course / "planted.txt").exists(), "uid": os.getuid(),
                                "notices": [n.text for n in run.notices]}))
+    shutil.rmtree(course)
 
 
 if __name__ == "__main__":

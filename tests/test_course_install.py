@@ -113,20 +113,44 @@ def test_check_suite_catches_every_known_mistake_of_the_parts_kept(course):
         assert re.search(rf"^\s+{part}\s+{count} / {count}$", done.stdout, re.M), (part, done.stdout)
 
 
-def test_nbgrader_releases_and_autogrades_it_with_the_courses_own_config(course):
-    done = in_course(course, "nbgrader", "generate_assignment", "hw5", "--force")
-    assert done.returncode == 0, done.stderr[-3000:]
+def test_nbgrader_grades_it_beside_an_ordinary_assignment_with_the_courses_own_config(course):
+    """The course also has an ordinary nbgrader assignment (ps1, graded by its own test cells, in the sandbox):
+    one autograde grades both, each by its own rules, into one gradebook."""
+    from autograder.authoring import ordinary_samples
+
+    ordinary_samples.write_source(course)
+    for assignment in ("hw5", ordinary_samples.ASSIGNMENT):
+        done = in_course(course, "nbgrader", "generate_assignment", assignment, "--force")
+        assert done.returncode == 0, done.stderr[-3000:]
     assert sorted(p.name for p in (course / "release" / "hw5").iterdir()) == ["hw5.ipynb"]  # nothing hidden
-    assert in_course(course, "nbgrader", "db", "student", "add", "alice").returncode == 0
     submitted = course / "submitted" / "alice" / "hw5"
     submitted.mkdir(parents=True)
     (submitted / "hw5.ipynb").write_text(json.dumps(load(Assignment("hw5", course)).notebook(REFERENCE)))
-    done = in_course(course, "nbgrader", "autograde", "hw5", "--force")
+    work = ordinary_samples.write_submissions(course, course / "release" / "ps1" / "ps1.ipynb")
+    for student in set(work) - {"alice", "bob"}:  # alice correct and bob wrong are enough here
+        for folder in (course / "submitted" / student).iterdir():
+            if folder.name == "ps1":
+                import shutil
+
+                shutil.rmtree(folder)
+    assert in_course(course, "nbgrader", "db", "student", "import", str(_roster(course, ["alice", "bob"]))
+                     ).returncode == 0
+    done = in_course(course, "nbgrader", "autograde", "*", "--force")
     assert done.returncode == 0 and "alice graded: 100.0 / 100.0" in done.stderr, done.stderr[-3000:]
     done = in_course(course, "nbgrader", "export", "--to", "grades.csv")
     assert done.returncode == 0, done.stderr[-2000:]
-    grades = (course / "grades.csv").read_text().splitlines()
-    assert grades[1].startswith("hw5,") and ",alice," in grades[1] and grades[1].split(",")[-2] == "100.0", grades
+    import csv
+
+    with (course / "grades.csv").open(newline="", encoding="utf-8") as handle:
+        scores = {(r["assignment"], r["student_id"]): r["score"] for r in csv.DictReader(handle)}
+    assert scores[("hw5", "alice")] == "100.0"
+    assert (scores[("ps1", "alice")], scores[("ps1", "bob")]) == ("5.0", "1.0")  # as plain nbgrader scores them
+
+
+def _roster(course: Path, students: list[str]) -> Path:
+    path = course / "students.csv"
+    path.write_text("id\n" + "\n".join(students) + "\n", encoding="utf-8")
+    return path
 
 
 def test_enable_puts_the_kits_steps_in_nbgraders_lists_and_keeps_the_courses_settings():

@@ -150,9 +150,9 @@ def test_the_prying_student_reaches_nothing_of_the_course_with_the_kit(courses):
 def test_nbgrader_validate_works_in_the_course_with_the_kit(courses, tmp_path):
     root = courses["kit"]
     notebook = root / "submitted" / "alice" / samples.ASSIGNMENT / f"{samples.ASSIGNMENT}.ipynb"
-    assert "Success! Your notebook passes all the tests." in nbgrader(root, "validate", str(notebook))
     wrong = root / "submitted" / "bob" / samples.ASSIGNMENT / f"{samples.ASSIGNMENT}.ipynb"
-    assert "AssertionError" in nbgrader(root, "validate", str(wrong))
+    said = nbgrader(root, "validate", str(notebook), str(wrong))
+    assert "Success! Your notebook passes all the tests." in said and "AssertionError" in said
 
 
 # --- the sandbox holds in every environment the kit claims (the containers: tests/test_containers.py) ------------
@@ -213,3 +213,4 @@ def test_a_notebook_whose_kernel_is_not_python_runs_in_nbgraders_own_execute_and
     assert "Graded WITHOUT the sandbox: the notebook's kernel is r" in graded.cells[0].source
     assert "WITHOUT the sandbox" in caplog.text
     assert ordinary.kernel_language(nbformat.v4.new_notebook()) == "python"  # nbclient's default kernel
+
