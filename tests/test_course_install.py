@@ -126,6 +126,13 @@ def test_nbgrader_grades_it_beside_an_ordinary_assignment_with_the_courses_own_c
     submitted = course / "submitted" / "alice" / "hw5"
     submitted.mkdir(parents=True)
     (submitted / "hw5.ipynb").write_text(json.dumps(load(Assignment("hw5", course)).notebook(REFERENCE)))
+    # graded ahead of alice, in the same pool and zygote: prlimit, nice, SCHED_IDLE and affinity on every process
+    # around it (tests/hostile_container/scheduler.py); alice must still score 100
+    attacker = json.loads((course / "release" / "hw5" / "hw5.ipynb").read_text())
+    attacker["cells"].append({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                              "source": (Path(__file__).parent / "hostile_container" / "scheduler.py").read_text()})
+    (course / "submitted" / "aaron" / "hw5").mkdir(parents=True)
+    (course / "submitted" / "aaron" / "hw5" / "hw5.ipynb").write_text(json.dumps(attacker))
     work = ordinary_samples.write_submissions(course, course / "release" / "ps1" / "ps1.ipynb")
     for student in set(work) - {"alice", "bob"}:  # alice correct and bob wrong are enough here
         for folder in (course / "submitted" / student).iterdir():
@@ -133,17 +140,20 @@ def test_nbgrader_grades_it_beside_an_ordinary_assignment_with_the_courses_own_c
                 import shutil
 
                 shutil.rmtree(folder)
-    assert in_course(course, "nbgrader", "db", "student", "import", str(_roster(course, ["alice", "bob"]))
+    assert in_course(course, "nbgrader", "db", "student", "import", str(_roster(course, ["aaron", "alice", "bob"]))
                      ).returncode == 0
     done = in_course(course, "nbgrader", "autograde", "*", "--force")
     assert done.returncode == 0 and "alice graded: 100.0 / 100.0" in done.stderr, done.stderr[-3000:]
+    assert "grading 2 submissions ahead" in done.stderr, done.stderr[-3000:]
+    said = (course / "autograded" / "aaron" / "hw5" / "hw5.ipynb").read_text()
+    assert re.search(r"SCHEDULER tried \d+ reached 0", said), said[-3000:]
     done = in_course(course, "nbgrader", "export", "--to", "grades.csv")
     assert done.returncode == 0, done.stderr[-2000:]
     import csv
 
     with (course / "grades.csv").open(newline="", encoding="utf-8") as handle:
         scores = {(r["assignment"], r["student_id"]): r["score"] for r in csv.DictReader(handle)}
-    assert scores[("hw5", "alice")] == "100.0"
+    assert (scores[("hw5", "alice")], scores[("hw5", "aaron")]) == ("100.0", "0.0")
     assert (scores[("ps1", "alice")], scores[("ps1", "bob")]) == ("5.0", "1.0")  # as plain nbgrader scores them
 
 
