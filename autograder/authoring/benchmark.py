@@ -3,6 +3,9 @@ execution, on the same notebooks in one run.  Prints a table; asserts nothing (t
 tests).
 
     python -m autograder.authoring.benchmark [N]     (default N = 24 notebooks)
+    python -m autograder.authoring.benchmark [N] --ordinary
+        an ordinary nbgrader assignment instead (autograder/authoring/ordinary_samples.py): nbgrader's own
+        Execute against the kit's sandbox, both through `nbgrader autograde`, and whether their grades agree
 
 The class alternates the reference solution with single-bug submissions from the catalogue of known
 mistakes, each as the release notebook with its solution cells filled in.  Every way grades the whole class
