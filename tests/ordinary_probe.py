@@ -5,9 +5,9 @@ ordinary user, under tests/docker_like.py, inside the containers of tests/test_c
 
 It lays out a course as nbgrader does (gradebook.db, the instructor's source/, a classmate's submission, each
 holding a secret), then runs one notebook's cells through autograder.host.notebook_run with the student's own
-data file beside it: a cell that reads the data file, and a cell that tries every way to the secrets (the
-absolute paths, the paths relative to where nbgrader would run it, a listing of the course) and to write next to
-the gradebook.  OUT.json says what the cells printed, whether the course changed, and the isolation.
+data file beside it: a cell that reads the data file, and the demo's prying cell (ordinary_samples.PRYING),
+which tries the secrets by their absolute paths and by the paths relative to where nbgrader would run it, and
+to write next to the gradebook.  OUT.json says what the cells printed, whether the course changed, and the isolation.
 """
 from __future__ import annotations
 
@@ -19,30 +19,13 @@ import tempfile
 from pathlib import Path
 
 SECRET = "SECRET-OF-THE-COURSE"
-PRY = '''import glob, os
-reached = []
-for pattern in ("{course}/gradebook.db", "{course}/source/*/*.ipynb", "{course}/submitted/*/*/*.ipynb",
-                "../../../gradebook.db", "../../*/ps1/*.ipynb", "{course}/*"):
-    for path in glob.glob(pattern):
-        try:
-            text = open(path, "rb").read(4000).decode("utf-8", "replace")
-            if "{secret}" in text:
-                reached.append(path)
-        except OSError:
-            pass
-try:
-    open("{course}/planted.txt", "w").write("planted")
-    reached.append("wrote planted.txt")
-except OSError:
-    pass
-print("REACHED", reached)
-'''
 
 
 def main() -> None:
     out = Path(sys.argv[1])
     if len(sys.argv) > 2:
         sys.path.insert(0, sys.argv[2])
+    from autograder.authoring.ordinary_samples import PRYING  # what the demo's prying student tries
     from autograder.host.notebook_run import run_notebook, staged_files
     from autograder.model.limits import Limits
 
@@ -55,7 +38,7 @@ def main() -> None:
     (own / "numbers.txt").write_text("3\n4\n5\n")
     staging, _ = staged_files([own])
     cells = ["print(open('numbers.txt').read().split())",
-             PRY.replace("{course}", str(course)).replace("{secret}", SECRET)]
+             PRYING.replace("{course}", str(course))]
     try:
         run = run_notebook(cells, Limits(cell_timeout=20), staging)
     finally:

@@ -345,7 +345,7 @@ def test_a_prying_ordinary_notebook_reaches_nothing_but_its_own_files(runs, env)
     assert step["returncode"] == 0, step["stderr"][-3000:]
     report = step["files"][ORDINARY_OUT]
     assert report["isolation"].startswith("tier"), report
-    assert report["printed"] == ["['3', '4', '5']\n", "REACHED []\n"], report
+    assert report["printed"] == ["['3', '4', '5']\n", "REACHED 0\n"], report
     assert not report["planted"] and not report["died"]
 
 

@@ -181,7 +181,7 @@ def test_a_prying_ordinary_notebook_reaches_nothing_but_its_own_files(environmen
     report = json.loads(out.read_text())
     shutil.rmtree(folder)
     assert report["isolation"].startswith(tier), report
-    assert report["printed"] == ["['3', '4', '5']\n", "REACHED []\n"], report  # its own file, and nothing else
+    assert report["printed"] == ["['3', '4', '5']\n", "REACHED 0\n"], report  # its own file, and nothing else
     assert not report["planted"] and not report["died"]
 
 

@@ -248,22 +248,31 @@ def load_rubric(assignment: str, notebook: Path | None = None, course: str | Pat
             raise RubricError(f"{path}: part {part.name!r} has no value check: every check of {part.suite} is "
                               "structural, form or own_parts, so none could earn its points")
     notebook = notebook or releases / f"{assignment}.ipynb"
+    # a course without a release has nothing graded by hand that the kit could know
+    if not skippable and not notebook.is_file():
+        return rubric
+    cells = _notebook_cells(path, notebook, "skip_when_unchanged" if skippable else "the rubric")
     if skippable:
-        rubric = replace(rubric, skip_when_unchanged=_locked_sources(path, notebook, skippable))
-    if notebook.is_file():  # a course without a release has nothing graded by hand that the kit could know
-        rubric = replace(rubric, graded_by_hand=_graded_by_hand(path, notebook),
-                         release_text=_release_text(path, notebook, rubric.skip_when_unchanged))
-    return rubric
+        rubric = replace(rubric, skip_when_unchanged=_locked_sources(path, notebook, cells, skippable))
+    return replace(rubric, graded_by_hand=_graded_by_hand(path, notebook, cells),
+                   release_text=_release_text(cells, rubric.skip_when_unchanged))
 
 
-def _release_text(path: Path, notebook: Path, skipped: Mapping[str, str]) -> ReleaseText:
-    """The release's locked code cells that never run as a student's (its autograded test cells and the cells
-    of `skip_when_unchanged`), by their text (model/cells.text_key)."""
+def _notebook_cells(path: Path, notebook: Path, needed_by: str) -> list[Any]:
+    """The cells of the release notebook, read once for everything the rubric takes from it."""
     try:
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        if not isinstance(cells, list):
+            raise TypeError("its cells are not a list")
+        return cells
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RubricError(f"{path}: the notebook {notebook} cannot be read for its locked cells "
+        raise RubricError(f"{path}: {needed_by} needs the notebook {notebook}, which cannot be read "
                           f"({type(exc).__name__}: {exc})") from None
+
+
+def _release_text(cells: list[Any], skipped: Mapping[str, str]) -> ReleaseText:
+    """The release's locked code cells that never run as a student's (its autograded test cells and the cells
+    of `skip_when_unchanged`), by their text (model/cells.text_key)."""
     standin_of = {}
     for cell in cells:
         meta, text = nbgrader_of(cell), code_text(cell) if isinstance(cell, dict) else None
@@ -276,25 +285,19 @@ def _release_text(path: Path, notebook: Path, skipped: Mapping[str, str]) -> Rel
     return ReleaseText(standin_of)
 
 
-def _graded_by_hand(path: Path, notebook: Path) -> dict[str, float]:
+def _graded_by_hand(path: Path, notebook: Path, cells: list[Any]) -> dict[str, float]:
     """grade_id -> points of each cell nbgrader grades by hand (grade and solution) in the notebook."""
     try:
-        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
         return {str(meta["grade_id"]): float(meta.get("points", 0)) for cell in cells
                 if (meta := nbgrader_of(cell)).get("grade") and meta.get("solution")}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise RubricError(f"{path}: the notebook {notebook} cannot be read for its cells graded by hand "
                           f"({type(exc).__name__}: {exc})") from None
 
 
-def _locked_sources(path: Path, notebook: Path, grade_ids: list[str]) -> dict[str, str]:
+def _locked_sources(path: Path, notebook: Path, cells: list[Any], grade_ids: list[str]) -> dict[str, str]:
     """grade_id -> source of each listed cell of the notebook, which must be exactly one locked code cell
     that is not a student's solution: skipping anything else would skip code the grade may depend on."""
-    try:
-        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RubricError(f"{path}: skip_when_unchanged needs the notebook {notebook}, which cannot be read "
-                          f"({type(exc).__name__}: {exc})") from None
     sources = {}
     for grade_id in grade_ids:
         found = [c for c in cells if nbgrader_of(c).get("grade_id") == grade_id]
