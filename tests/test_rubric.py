@@ -100,9 +100,9 @@ def test_right_wiring_of_a_wrong_earlier_part_is_carried_forward(tmp_path):
     assert base.score == 0
     own, *checks = top.tests
     assert own.max_score == 0 and own.score == 0 and own.passed  # the own-parts check carries no points
-    assert top.score == pytest.approx(20 - 20 / 3)  # less what one end-to-end check is worth
+    assert top.score == pytest.approx(20 * 0.95)  # less the default end-to-end share, 5 %
     carried = [t for t in checks if not t.passed]
-    assert [t.score for t in carried] == pytest.approx([10 / 3, 10 / 3])
+    assert [t.score for t in carried] == pytest.approx([(19 - 20 / 3) / 2] * 2)
     _, top = score(chain(tmp_path, end_to_end_share=0.2), chain_outcomes())
     assert top.score == pytest.approx(16)  # as the rubric says
     assert all(t.message.startswith("Carried forward from Base (base):") and t.message.endswith("top off")
@@ -111,7 +111,9 @@ def test_right_wiring_of_a_wrong_earlier_part_is_carried_forward(tmp_path):
 
 @pytest.mark.parametrize("case", ["strict", "wiring wrong", "base right", "already above the floor"])
 def test_nothing_is_carried_forward_without_every_condition(tmp_path, case):
-    rubric = chain(tmp_path, follow_through=case != "strict")
+    # above the floor: two of three checks passed, 13.3 points, at least the 12 that a share of 0.4 keeps
+    rubric = chain(tmp_path, follow_through=case != "strict",
+                   **({"end_to_end_share": 0.4} if case == "already above the floor" else {}))
     outcomes = chain_outcomes(base_ok=case == "base right", own_ok=case != "wiring wrong",
                               top_ok=(True, True, False) if case == "already above the floor" else (False, False, True))
     base, top = score(rubric, outcomes)

@@ -12,7 +12,7 @@ function on the student's own blocks in float64, as their constructor initialise
 which the value checks cannot load, do not keep it from judging): the trusted side runs the same blocks forward,
 back-propagates the target through them block by block (vjp requests) and compares the norms it finds with the
 function's.  Both value checks compare end to end, so a mistake in Parts 1-4 fails both; when the own-parts
-check passes, it costs end_to_end_share = 0.2 of the part (rubric.toml).
+check passes, it costs the end-to-end share of the part (rubric.toml, 5 % by default).
 
 The blocks are the caller's: afterwards they must hold the same values, buffers, requires_grad flags and
 training modes (autograder.judging.checks.untouched); .grad, which a backward pass fills, is not looked at.

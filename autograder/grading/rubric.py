@@ -12,8 +12,9 @@ torch's own implementation of a graded operation scores 0.  Points follow measur
   side composes the expected output from the student's pieces and compares it with the student's whole.  They
   carry no points.  With `follow_through` (the default), when every one of them passed and a part this one is
   built on lost points, the failed checks are carried forward: the part earns at least its points less what
-  only a right end-to-end result earns, `end_to_end_share` of them (by default what one of its value checks is
-  worth), and each failed check says which part to fix first.  `follow_through = false` grades it strictly.
+  only a right end-to-end result earns, `end_to_end_share` of them (default 0.05: a token, so that one mistake
+  costs points once, in its own part, as a human grader's "error carried forward" does), and each failed check
+  says which part to fix first.  `follow_through = false` grades it strictly.
 
 `skip_when_unchanged` lists the grade_ids of locked instructor cells that grading does not need (plots).  A
 locked cell is the instructor's on every front end (nbgrader restores one a student edited), so a
@@ -77,7 +78,7 @@ class Part:
     form: frozenset[str] = frozenset()   # test function names that judge the output's form, not its values
     own_parts: frozenset[str] = frozenset()  # test function names that judge it on the student's own sub-parts
     follow_through: bool = True
-    end_to_end_share: float | None = None  # None: what one of its value checks is worth
+    end_to_end_share: float = 0.05  # of its points: what only a right end-to-end result earns
     form_share: float = 0.2
 
     @property
@@ -321,9 +322,8 @@ def _part(path: Path, table: Any) -> Part:
         raise TypeError("each [[parts]] entry must be a table")
     if unknown := _unknown_keys(table, PART_KEYS):
         raise RubricError(f"{path}: part {table.get('name')!r}: {unknown}")
-    shares = {"form_share": float(table.get("form_share", 0.2))}
-    if "end_to_end_share" in table:
-        shares["end_to_end_share"] = float(table["end_to_end_share"])
+    shares = {"form_share": float(table.get("form_share", 0.2)),
+              "end_to_end_share": float(table.get("end_to_end_share", 0.05))}
     if not all(0.0 <= v <= 1.0 for v in shares.values()) or type(table.get("follow_through", True)) is not bool:
         raise ValueError("end_to_end_share and form_share must lie in [0, 1], follow_through must be true or false")
     return Part(table["name"], table.get("title", table["name"]), float(table["points"]), table["suite"],
@@ -466,9 +466,7 @@ def score(rubric: Rubric, outcomes: list[Outcome]) -> list[PartScore]:
             tests.append(TestScore(part.name, o.name, earned, share, passed, message, figure,
                                    () if passed else o.hints))
         strict = sum(t.score for t in tests)
-        end_to_end = (part.points * part.end_to_end_share if part.end_to_end_share is not None else
-                      max((t.max_score for t in tests if _base(t.name) not in part.gated), default=0.0))
-        floor = part.points - end_to_end
+        floor = part.points * (1 - part.end_to_end_share)
         carried = (part.follow_through and own and all(o.passed for o in own) and upstream and not forbidden
                    and strict < floor)
         if carried:  # the student's own wiring is right: the loss is the earlier part's

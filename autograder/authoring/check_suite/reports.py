@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from autograder.authoring.catalogue import Catalogue, EveryPart
 from autograder.authoring.check_suite.grading import load_catalogue
 from autograder.authoring.check_suite.verdicts import verdict
 
@@ -37,8 +38,41 @@ def summarise(assignment: str, results: dict[str, dict[str, Any]], seconds: floa
     no_hint = [e.name for e in declared if not verdicts[e.name]["hint_shown"]]
     lines.append(f"specific hints shown: {len(declared) - len(no_hint)} / {len(declared)} declared "
                  f"({len(mistakes)} mistakes)" + (f"; missing: {', '.join(no_hint)}" if no_hint else ""))
+    lines += format_follow_through(follow_through(catalogue, results))
     ok = not failed and all(v["ok"] for v in verdicts.values() if v["kind"] == "mistake")
     return "\n".join(lines), ok
+
+
+def follow_through(catalogue: Catalogue, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Where a one-bug submission's lost points fall: {"share": points lost outside the bug's own part / all
+    points lost, over every mistake of one part (EveryPart entries break everything on purpose and are left
+    out), "parts": {part: {"bugs", "outside", "lost", "by_part": {other part: points}}}}."""
+    parts: dict[str, dict[str, Any]] = {}
+    for entry in catalogue.entries():
+        if entry.part is None or isinstance(entry.part, EveryPart) or entry.name not in results:
+            continue
+        row = parts.setdefault(entry.part, {"bugs": 0, "outside": 0.0, "lost": 0.0, "by_part": {}})
+        row["bugs"] += 1
+        for part, (score, maximum) in results[entry.name]["parts"].items():
+            lost = max(maximum - score, 0.0)
+            row["lost"] += lost
+            if part != entry.part and lost:
+                row["outside"] += lost
+                row["by_part"][part] = row["by_part"].get(part, 0.0) + lost
+    lost = sum(r["lost"] for r in parts.values())
+    return {"share": sum(r["outside"] for r in parts.values()) / lost if lost else 0.0, "parts": parts}
+
+
+def format_follow_through(table: dict[str, Any]) -> list[str]:
+    rows = [(part, r) for part, r in table["parts"].items() if r["lost"]]
+    lines = [f"follow-through: {100 * table['share']:.1f} % of the points one-bug submissions lose fall outside "
+             f"the bug's own part ({sum(r['bugs'] for _, r in rows)} submissions)"]
+    for part, r in rows:
+        where = ", ".join(f"{other} {points:.1f}" for other, points in
+                          sorted(r["by_part"].items(), key=lambda item: -item[1]))
+        lines.append(f"  {part:<22} {r['bugs']:>3} bugs lose {r['lost']:6.1f}, {r['outside']:5.1f} outside "
+                     f"({100 * r['outside'] / r['lost']:3.0f} %)" + (f": {where}" if where else ""))
+    return lines
 
 
 def margins(assignment: str, results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
