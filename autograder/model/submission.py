@@ -209,7 +209,7 @@ class _LocalModule(ModuleHandle):
         return _plain(_guarded(self.module, *args, **kwargs))
 
     def forward_inputs(self, *args, **kwargs):
-        return _leaving_inputs(self, args, kwargs)
+        return _leaving_inputs(lambda *a, **k: _plain(_guarded(self.module, *a, **k)), args, kwargs)
 
     def vjp(self, args, kwargs, cotangents):
         return _guarded(vjp_of, self.module, args, kwargs, cotangents)
@@ -253,7 +253,7 @@ class ModuleSubmission(Submission):
         return _plain(_guarded(self._get(function), *args, **kwargs))
 
     def call_inputs(self, function, *args, **kwargs):
-        return _leaving_inputs(lambda *a, **k: self.call(function, *a, **k), args, kwargs)
+        return _leaving_inputs(lambda *a, **k: _plain(_guarded(self._get(function), *a, **k)), args, kwargs)
 
     def vjp(self, function, args, kwargs, cotangents):
         return _guarded(vjp_of, self._get(function), args, kwargs, cotangents)
