@@ -7,8 +7,10 @@ silently:
 
 * a refused argument ("any other kind raises ValueError"): some check must call the function and expect that
   exception (`C.expect_raises(SomeError, ...)` in a test that names the function);
-* an input left alone ("the blocks are left as they were", "leaves the module unchanged"): some check must look
-  at the input's state after the call (`C.expect_unchanged` in a test that names the function).
+* an input left alone ("the blocks are left as they were", "forward leaves its input x unchanged"): some check
+  must look at the input's state after the call, in a test that names the function or class: `C.expect_unchanged`
+  for a function (the modules it is given), `C.forward_leaving_inputs` (what its forward is given) or
+  `C.expect_unchanged` (itself) for a class.
 
 A test names a function when a string literal of its source starts with the function's name
 ("batch_dependence", "layer_grad_norms(blocks, x, target)"), the way suites ask for it and describe the call.
@@ -30,13 +32,18 @@ REFUSAL = re.compile(r"\braises?\s+`?([A-Z]\w*Error)\b")
 LEFT_ALONE = re.compile(r"\b(left as (it|they) w(as|ere)|leaves? [\w' ]{0,40}\balone|unchanged|"
                         r"must not (change|modify)|may not modify)\b", re.IGNORECASE)
 
+# what looks at an input's state after a call: a function's claims are about the modules it is given (their
+# values and flags), a class's about what its forward is given (its tensors) or about itself
+LEFT_ALONE_MARKERS = {ast.FunctionDef: ("expect_unchanged(",),
+                      ast.ClassDef: ("forward_leaving_inputs(", "expect_unchanged(")}
+
 
 @dataclass(frozen=True)
 class Claim:
     function: str   # the function or class whose docstring makes the claim
     kind: str       # "refuses" or "leaves alone"
     detail: str     # the exception's name, or the words of the claim
-    marker: str     # what a test covering it calls
+    markers: tuple[str, ...]  # what a test covering it calls (one of them)
 
 
 def claims_in(source: str) -> list[Claim]:
@@ -49,9 +56,10 @@ def claims_in(source: str) -> list[Claim]:
         if isinstance(node, ast.ClassDef):
             docs += [ast.get_docstring(n) or "" for n in node.body if isinstance(n, ast.FunctionDef)]
         text = " ".join(" ".join(doc.split()) for doc in docs)
-        found += [Claim(node.name, "refuses", m.group(1), f"expect_raises({m.group(1)}")
+        found += [Claim(node.name, "refuses", m.group(1), (f"expect_raises({m.group(1)}",))
                   for m in REFUSAL.finditer(text)]
-        found += [Claim(node.name, "leaves alone", m.group(0), "expect_unchanged(") for m in LEFT_ALONE.finditer(text)]
+        found += [Claim(node.name, "leaves alone", m.group(0), LEFT_ALONE_MARKERS[type(node)])
+                  for m in LEFT_ALONE.finditer(text)]
     return found
 
 
@@ -67,7 +75,7 @@ def test_sources(suite_sources: list[str]) -> list[str]:
 
 def covered(claim: Claim, tests: list[str]) -> bool:
     named = re.compile(rf"""["']{re.escape(claim.function)}["'(]""")
-    return any(claim.marker in test and named.search(test) for test in tests)
+    return any(any(m in test for m in claim.markers) and named.search(test) for test in tests)
 
 
 def unexercised_in(solution_source: str, suite_sources: list[str]) -> list[Claim]:
