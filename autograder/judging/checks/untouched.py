@@ -122,5 +122,6 @@ def forward_leaving_inputs(module: Module, *args: Any, names: Sequence[str] = ()
             else:
                 change = f"({change})"
             fail(f"Your forward changed its input {name} {change}, running {label}. Leave the tensors your "
-                 f"forward is given as they were and work on new ones ({name} = {name} - mean, not {name} -= mean).")
+                 "forward is given as they were and compute new ones from them (x = x - mean, not x -= mean; "
+                 "~mask, not mask.logical_not_()).")
     return value
