@@ -70,3 +70,17 @@ def test_measure_leaves_its_tensors(student):
 '''
     left = spec_claims.unexercised_in(SOLUTION, [tensors_only])
     assert {(c.function, c.kind) for c in left} == {("pick", "refuses"), ("measure", "leaves alone")}
+
+
+def test_a_test_names_a_class_through_a_helper_of_its_file_that_it_calls():
+    """`_build(student, ...)` names the class for the tests that call it, and for no other test."""
+    suite = '''
+def _build(student):
+    return C.new(student, "Layer")
+
+def test_layer_forward_leaves_x(student):
+    C.forward_leaving_inputs(_build(student), x, names=("x",))
+'''
+    uncalled = suite.replace("_build(student), x", "module, x")
+    assert ("Layer", "leaves alone") not in {(c.function, c.kind) for c in spec_claims.unexercised_in(SOLUTION, [suite])}
+    assert ("Layer", "leaves alone") in {(c.function, c.kind) for c in spec_claims.unexercised_in(SOLUTION, [uncalled])}

@@ -12,8 +12,9 @@ silently:
   for a function (the modules it is given), `C.forward_leaving_inputs` (what its forward is given) or
   `C.expect_unchanged` (itself) for a class.
 
-A test names a function when a string literal of its source starts with the function's name
-("batch_dependence", "layer_grad_norms(blocks, x, target)"), the way suites ask for it and describe the call.
+A test names a function when a string literal of its source (or of a helper of its file that it calls) starts
+with the function's name ("batch_dependence", "layer_grad_norms(blocks, x, target)"), the way suites ask for it
+and describe the call.
 `unexercised(name)` lists the claims no test covers; the kit's tests require it to be empty for every
 assignment.
 """
@@ -64,12 +65,20 @@ def claims_in(source: str) -> list[Claim]:
 
 
 def test_sources(suite_sources: list[str]) -> list[str]:
-    """The source of every module-level test function of the suites."""
+    """The source of every module-level test function of the suites, followed by that of the module-level
+    helpers of its file it calls by name (one level: a test that builds its module with `_build(student, ...)`
+    names the class through the helper's `C.new(student, "Class", ...)`)."""
     tests = []
     for source in suite_sources:
-        for node in ast.parse(source).body:
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
-                tests.append(ast.get_source_segment(source, node) or "")
+        functions = [node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)]
+        helpers = {node.name: ast.get_source_segment(source, node) or "" for node in functions
+                   if not node.name.startswith("test_")}
+        for node in functions:
+            if node.name.startswith("test_"):
+                called = {call.func.id for call in ast.walk(node)
+                          if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)}
+                tests.append("\n".join([ast.get_source_segment(source, node) or ""]
+                                       + [helpers[name] for name in sorted(called & set(helpers))]))
     return tests
 
 
