@@ -10,7 +10,7 @@ import torch
 
 from autograder import protocol
 from autograder.model.limits import Limits
-from autograder.host.remote import RemoteModule, RemoteSubmission, left_inputs
+from autograder.host.remote import RemoteModule, RemoteSubmission, _subject, left_inputs
 from autograder.judging import checks as C
 from autograder.judging.checks.calls import Module
 from autograder.model.submission import ModuleSubmission, StudentError, SubmissionBroken
@@ -257,3 +257,9 @@ def test_a_child_that_hides_what_its_call_left_fails_the_check_instead_of_passin
             C.forward_leaving_inputs(C.new(hiding, "Shift"), x, names=("x",))
     finally:
         hiding.close()
+
+
+def test_a_forward_that_reports_its_inputs_is_the_same_subject_as_forward():
+    """A forward_inputs request that hangs or crashes poisons the class's forward, as forward_vjp does: the
+    next forward of that class is not sent at all."""
+    assert _subject("forward_inputs", None, "Shift") == _subject("forward", None, "Shift") == "Shift.forward"
