@@ -44,7 +44,8 @@ class KVCache(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-    """Causal multi-head self-attention with RoPE and an optional KV cache; no biases."""
+    """Causal multi-head self-attention with RoPE and an optional KV cache; no biases.
+    forward leaves its input x unchanged."""
 
     def __init__(self, d_model: int, num_heads: int, max_len: int) -> None:
         super().__init__()
@@ -96,7 +97,8 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """Decoder-only language model: tokens [batch, t] -> logits [batch, t, vocab_size]."""
+    """Decoder-only language model: tokens [batch, t] -> logits [batch, t, vocab_size].
+    forward leaves its input tokens unchanged."""
 
     def __init__(self, vocab_size: int, d_model: int, num_heads: int, d_ff: int, n_layers: int,
                  max_len: int) -> None:

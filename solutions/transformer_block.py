@@ -19,7 +19,8 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
 
 
 class LayerNorm(nn.Module):
-    """Layer normalisation with parameters `weight` (ones) and `bias` (zeros) of shape (d_model,)."""
+    """Layer normalisation with parameters `weight` (ones) and `bias` (zeros) of shape (d_model,).
+    forward returns a new tensor and leaves its input x unchanged."""
 
     def __init__(self, d_model: int, eps: float = 1e-5) -> None:
         super().__init__()
@@ -105,7 +106,8 @@ def largest_dependence(table: torch.Tensor) -> tuple[float, float]:
 
 
 class MultiHeadAttention(nn.Module):
-    """Self-attention with num_heads heads: x [B, S, d_model] -> [B, S, d_model]."""
+    """Self-attention with num_heads heads: x [B, S, d_model] -> [B, S, d_model].
+    forward leaves its inputs x and key_padding_mask unchanged."""
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True) -> None:
         super().__init__()
@@ -166,7 +168,8 @@ def permutation_error(module: nn.Module, x: torch.Tensor, perm: torch.Tensor, ca
 
 
 class TransformerBlock(nn.Module):
-    """Attention and feed-forward sub-layers with residuals and LayerNorm, post-norm or pre-norm."""
+    """Attention and feed-forward sub-layers with residuals and LayerNorm, post-norm or pre-norm.
+    forward leaves its input x unchanged (the residuals are new tensors, not x += ...)."""
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, norm_first: bool = False) -> None:
         super().__init__()

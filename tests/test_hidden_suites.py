@@ -55,6 +55,10 @@ class CountingSubmission(ModuleSubmission):
         self.requests += 1
         return super().call(function, *args, **kwargs)
 
+    def call_inputs(self, function, *args, **kwargs):
+        self.requests += 1
+        return super().call_inputs(function, *args, **kwargs)
+
     def vjp(self, function, args, kwargs, cotangents):
         self.requests += 1
         return super().vjp(function, args, kwargs, cotangents)
@@ -67,7 +71,7 @@ class CountingSubmission(ModuleSubmission):
         class Counted(type(handle)):
             pass
 
-        for name in ("__call__", "vjp", "state_dict", "named_parameters", "load_state_dict", "to", "info"):
+        for name in ("__call__", "forward_inputs", "vjp", "state_dict", "named_parameters", "load_state_dict", "to", "info"):
             def counted(self_, *a, _name=name, **k):
                 owner.requests += 1
                 return getattr(super(Counted, self_), _name)(*a, **k)

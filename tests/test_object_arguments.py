@@ -10,10 +10,10 @@ import torch
 
 from autograder import protocol
 from autograder.model.limits import Limits
-from autograder.host.remote import RemoteModule, RemoteSubmission
+from autograder.host.remote import RemoteModule, RemoteSubmission, _subject, left_inputs
 from autograder.judging import checks as C
 from autograder.judging.checks.calls import Module
-from autograder.model.submission import ModuleSubmission, SubmissionBroken
+from autograder.model.submission import ModuleSubmission, StudentError, SubmissionBroken
 
 CODE = '''
 import torch
@@ -62,6 +62,23 @@ def polite(module, x, scale=None):
     y = x.detach().requires_grad_()
     (module(y) * module.lin(y)).sum().backward()  # fills the parameters' .grad: allowed
     return 1.0
+
+
+class Centring(nn.Module):
+    """A forward that changes what it is given: its input in place, the mask in place, a flag."""
+    def forward(self, x, padding=None, how="values"):
+        if how == "values":
+            x -= x.mean(-1, keepdim=True)
+        elif how == "requires_grad":
+            x.requires_grad_()
+        if padding is not None:
+            padding.logical_not_()
+        return x.detach() * 1.0
+
+
+class Careful(nn.Module):
+    def forward(self, x, padding=None, how="values"):
+        return x - x.mean(-1, keepdim=True)
 
 
 class Gated(nn.Module):
@@ -164,3 +181,85 @@ def test_a_function_that_changes_what_it_was_given_is_caught_and_one_that_does_n
             assert C.call_leaving_inputs(student, function, module, x, scale=scale) == 1.0
             C.expect_unchanged(module, before, what="the module", where=f"{function}(module)")
         assert torch.equal(x, torch.arange(3.0))  # the judge's own tensors are never the function's
+
+
+@pytest.mark.parametrize("where", ["in process", "sandboxed"])
+def test_a_forward_that_changes_its_input_is_caught_naming_it_and_one_that_does_not_passes(remote, where):
+    """forward_leaving_inputs (the forward_inputs request) reports what a module's forward left of each tensor
+    it was given, positional or keyword, and returns the forward's value."""
+    student = module_submission() if where == "in process" else remote
+    x, padding = torch.arange(6.0).view(2, 3), torch.tensor([True, False, False])
+    centred = x - x.mean(-1, keepdim=True)
+    assert torch.equal(C.forward_leaving_inputs(C.new(student, "Careful"), x, names=("x",), padding=padding),
+                       centred)
+    changing = C.new(student, "Centring")
+    with pytest.raises(pytest.fail.Exception, match=r"^Your forward changed its input x in place \(-=.*Centring"):
+        C.forward_leaving_inputs(changing, x, names=("x",))
+    with pytest.raises(pytest.fail.Exception, match=r"changed its input argument 1 \(its requires_grad went"):
+        C.forward_leaving_inputs(changing, x, how="requires_grad")
+    with pytest.raises(pytest.fail.Exception, match=r"changed its input padding in place"):
+        C.forward_leaving_inputs(changing, x, names=("x",), padding=padding, how="neither")
+    value, left, left_kwargs = changing.handle.forward_inputs(x, padding=padding, how="neither")
+    assert torch.equal(value, x) and torch.equal(left[0].value, x) and left_kwargs["how"] is None
+    assert torch.equal(left_kwargs["padding"].value, ~padding)
+    assert torch.equal(x, torch.arange(6.0).view(2, 3)) and padding.tolist() == [True, False, False]
+
+
+STATE = [torch.zeros(2), False, False]
+
+
+@pytest.mark.parametrize("reply", [
+    None, [1.0, [STATE], {}, "extra"], [1.0, (STATE,), {}], [1.0, [], {}], [1.0, [STATE, None], {}],
+    [1.0, [STATE], {"padding": STATE}],  # a keyword that was not sent
+    [1.0, [None], {}],  # None where a tensor was sent: every check on it would pass unseen
+    [1.0, [STATE], {"how": STATE}],  # a state where a plain value was sent
+    [1.0, [[torch.zeros(2), 1, False]], {}], [1.0, [[torch.zeros(2), False]], {}],
+    [1.0, [["tensor", False, False]], {}], [1.0, [{"value": torch.zeros(2)}], {}],
+])
+def test_what_the_child_says_its_call_left_is_refused_unless_it_has_the_shape_of_what_was_sent(reply):
+    """call_inputs and forward_inputs replies are the child's word: one entry per argument sent, a
+    [tensor, bool, bool] exactly where a tensor was sent and None exactly where none was."""
+    with pytest.raises(StudentError, match="what the call left of its arguments could not be read"):
+        left_inputs(reply, [torch.zeros(2)], {"how": "values"})
+    value, left, left_kwargs = left_inputs([1.0, [STATE], {"how": None}], [torch.zeros(2)], {"how": "values"})
+    assert value == 1.0 and left[0].value is STATE[0] and left_kwargs == {"how": None}
+
+
+HIDING = '''
+import sys
+import torch
+import torch.nn as nn
+
+# the student's code runs in the process that answers: it can make the answer say anything, so the host
+# takes only answers of the shape of what it sent
+sys.modules["autograder.child.serve"].Server.input_state = lambda self, value: None
+
+
+def shift(x):
+    x -= 1
+    return 1.0
+
+
+class Shift(nn.Module):
+    def forward(self, x):
+        x -= 1
+        return x
+'''
+
+
+def test_a_child_that_hides_what_its_call_left_fails_the_check_instead_of_passing_it():
+    hiding = RemoteSubmission([HIDING], Limits(), [])
+    try:
+        x = torch.zeros(2)
+        with pytest.raises(pytest.fail.Exception, match="TypeError: what the call left of its arguments could not"):
+            C.call_leaving_inputs(hiding, "shift", x)
+        with pytest.raises(pytest.fail.Exception, match="TypeError: what the call left of its arguments could not"):
+            C.forward_leaving_inputs(C.new(hiding, "Shift"), x, names=("x",))
+    finally:
+        hiding.close()
+
+
+def test_a_forward_that_reports_its_inputs_is_the_same_subject_as_forward():
+    """A forward_inputs request that hangs or crashes poisons the class's forward, as forward_vjp does: the
+    next forward of that class is not sent at all."""
+    assert _subject("forward_inputs", None, "Shift") == _subject("forward", None, "Shift") == "Shift.forward"

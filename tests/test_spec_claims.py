@@ -56,3 +56,31 @@ def helper_not_a_test(student):
     assert {(c.function, c.kind) for c in left} == {("measure", "leaves alone"), ("Layer", "leaves alone")}
     assert {(c.function, c.kind) for c in spec_claims.unexercised_in(SOLUTION, [elsewhere])} == {
         ("pick", "refuses"), ("measure", "leaves alone"), ("Layer", "leaves alone")}
+
+
+def test_a_class_claim_is_covered_by_a_check_of_its_forward_and_a_function_claim_is_not():
+    """A class's "x is unchanged" is exercised by C.forward_leaving_inputs on the class; a function's claim about
+    the modules it is given is not exercised by a check of its tensors (call_leaving_inputs) alone."""
+    tensors_only = '''
+def test_layer_forward_leaves_x(student):
+    C.forward_leaving_inputs(C.new(student, "Layer"), x, names=("x",))
+
+def test_measure_leaves_its_tensors(student):
+    C.call_leaving_inputs(student, "measure", [], x)
+'''
+    left = spec_claims.unexercised_in(SOLUTION, [tensors_only])
+    assert {(c.function, c.kind) for c in left} == {("pick", "refuses"), ("measure", "leaves alone")}
+
+
+def test_a_test_names_a_class_through_a_helper_of_its_file_that_it_calls():
+    """`_build(student, ...)` names the class for the tests that call it, and for no other test."""
+    suite = '''
+def _build(student):
+    return C.new(student, "Layer")
+
+def test_layer_forward_leaves_x(student):
+    C.forward_leaving_inputs(_build(student), x, names=("x",))
+'''
+    uncalled = suite.replace("_build(student), x", "module, x")
+    assert ("Layer", "leaves alone") not in {(c.function, c.kind) for c in spec_claims.unexercised_in(SOLUTION, [suite])}
+    assert ("Layer", "leaves alone") in {(c.function, c.kind) for c in spec_claims.unexercised_in(SOLUTION, [uncalled])}

@@ -103,8 +103,8 @@ def _model(student, cfg, max_len, state):
     return module
 
 
-def _generate(student, model, prompt, n):
-    out = C.call(student, "generate", model, prompt, n)
+def _generate(student, model, prompt, n, call=C.call):
+    out = call(student, "generate", model, prompt, n)
     what = f"generate({model.label}, prompt {C.describe_value(prompt)}, {n})"
     batch, length = prompt.shape
     if isinstance(out, torch.Tensor) and out.dim() == 2 and tuple(out.shape) == (batch, n):
@@ -141,11 +141,12 @@ _GREEDY = ("Greedy decoding appends, at every step, the argmax over the vocabula
 
 def test_generate_output_shape_dtype_and_prompt(student):
     """generate returns int64 tokens [batch, prompt_len + max_new_tokens] that start with the prompt (also for
-    a one-token prompt and one new token)."""
+    a one-token prompt and one new token).  The prompt it is given is left as it was (C.call_leaving_inputs)."""
     cfg = (13, 16, 2, 32, 2)
     for i, (prompt_shape, n) in enumerate((((2, 5), 6), ((1, 1), 1))):
         model = _model(student, cfg, 14, _gpt_state(cfg, seed=28928))
-        _generate(student, model, reference.random_tokens(*prompt_shape, cfg[0], seed=7312 + i), n)
+        _generate(student, model, reference.random_tokens(*prompt_shape, cfg[0], seed=7312 + i), n,
+                  call=C.call_leaving_inputs)
 
 
 def test_generate_matches_greedy_decoding_of_the_reference(student):

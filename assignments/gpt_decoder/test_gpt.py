@@ -284,13 +284,14 @@ def test_gpt_loads_random_state_dict(student):
 
 def test_gpt_output_shape_and_dtype(student):
     """The forward maps int64 tokens [batch, t] to logits [batch, t, vocab_size] (float32, and float64 after
-    .to(torch.float64)), also for a single token."""
+    .to(torch.float64)), also for a single token.  The forward leaves its input tokens as they were
+    (C.forward_leaving_inputs)."""
     cfg, max_len, b, s = CONFIGS[0]
     for dtype in (F32, F64):
         module = _build(student, cfg, max_len, reference.gpt_state(cfg, seed=2100, dtype=dtype), dtype)
         for seq in (s, 1):
             tokens = reference.random_tokens(b, seq, cfg[0], seed=2105 + seq)
-            C.expect_tensor(module(tokens), what=f"{module.label} logits", inputs={"tokens": tokens},
+            C.expect_tensor(C.forward_leaving_inputs(module, tokens, names=("tokens",)), what=f"{module.label} logits", inputs={"tokens": tokens},
                             shape=(b, seq, cfg[0]), dtype=dtype)
 
 

@@ -315,12 +315,12 @@ def test_attention_parameter_names_and_shapes(student):
 
 def test_attention_output_shape_and_dtype(student):
     """The forward maps x [batch, t, d_model] to the same shape and dtype, without and with the cache (float32,
-    and float64 after .to(torch.float64))."""
+    and float64 after .to(torch.float64)).  The forward leaves its input x as it was (C.forward_leaving_inputs)."""
     for dtype in (F32, F64):
         state = _attention_state(8, seed=1300, dtype=dtype)
         module = _build(student, 8, 2, 10, state, dtype)
         x = C.randn(2, 5, 8, seed=1305, dtype=dtype)
-        C.expect_tensor(module(x), what=f"{module.label} forward", inputs={"x": x}, shape=(2, 5, 8), dtype=dtype)
+        C.expect_tensor(C.forward_leaving_inputs(module, x, names=("x",)), what=f"{module.label} forward", inputs={"x": x}, shape=(2, 5, 8), dtype=dtype)
         _decode(module, x, [3, 1, 1], what=f"{module.label} forward with use_cache=True")
 
 

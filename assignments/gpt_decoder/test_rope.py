@@ -118,12 +118,13 @@ def _check(student, x, positions, base=None, *, what="apply_rope output", note="
 
 def test_rope_output_shape_and_dtype(student):
     """apply_rope returns a tensor of x's shape and dtype: 2-D [seq, head_dim], 3-D, 4-D [batch, heads, seq,
-    head_dim], a single position, float32 and float64."""
+    head_dim], a single position, float32 and float64.
+    The tensors it is given are left as they were (C.call_leaving_inputs): no rotation written into x."""
     cases = [((5, 8), F32), ((2, 5, 8), F32), ((2, 3, 5, 8), F32), ((1, 1, 1, 2), F32), ((2, 4, 6), F64)]
     for i, (shape, dtype) in enumerate(cases):
         x = C.randn(*shape, seed=100 + i, dtype=dtype)
         positions = torch.arange(shape[-2])
-        out = C.call(student, "apply_rope", x, positions)
+        out = C.call_leaving_inputs(student, "apply_rope", x, positions)
         C.expect_tensor(out, what="apply_rope output", inputs={"x": x, "positions": f"{positions.tolist()}"},
                         shape=shape, dtype=dtype)
 

@@ -276,3 +276,13 @@ def test_LayerNorm_forward_matches_torch_LayerNorm(student):
         C.assert_close(out, expected, what=f"{module.label} forward", atol=atol, dtype=dtype, mistakes=wrong,
                        inputs={"x": x, "eps": "default" if eps is None else eps, "input std": 3e-3,
                                "weight/bias": "random"})
+
+
+def test_LayerNorm_forward_leaves_its_input_alone(student):
+    """LayerNorm's forward leaves the tensor x it is given as it was (values, dtype, shape, requires_grad,
+    .grad): an in-place centring (x -= mean) returns the right output and corrupts the caller's x, the residual
+    a pre-norm block adds back (C.forward_leaving_inputs, on the constructor's weights: two requests)."""
+    module = C.new(student, "LayerNorm", 6)
+    x = C.randn(2, 3, 6, seed=1505, dtype=F32, mean=0.5)
+    C.expect_tensor(C.forward_leaving_inputs(module, x, names=("x",)), what=f"{module.label} forward",
+                    inputs={"x": x}, shape=x.shape, dtype=F32)

@@ -445,3 +445,14 @@ def test_mha_is_right_on_your_own_attention(student):
                            mistakes=[("your output matches merging the heads without transposing back: "
                                       "[batch, heads, seq, d_head] must become [batch, seq, heads, d_head] "
                                       "(transpose(1, 2)) before reshaping", merged_without_transpose)])
+
+
+def test_mha_forward_leaves_its_inputs_alone(student):
+    """MultiHeadAttention's forward leaves the tensors it is given as they were: x and key_padding_mask (values,
+    dtype, shape, requires_grad, .grad; C.forward_leaving_inputs, causal, on the constructor's weights): inverting
+    the mask in place (logical_not_) returns the right output and changes the caller's mask."""
+    module = C.new(student, "MultiHeadAttention", 8, 2)
+    x, padding = C.randn(2, 5, 8, seed=1305, dtype=F32), _right_padding((5, 3), 5)
+    out = C.forward_leaving_inputs(module, x, names=("x",), causal=True, key_padding_mask=padding)
+    C.expect_tensor(out, what=f"{module.label} forward (causal=True, key_padding_mask=...)",
+                    inputs={"x": x, "causal": True, "key_padding_mask": padding}, shape=x.shape, dtype=F32)

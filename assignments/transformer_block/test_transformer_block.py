@@ -344,21 +344,30 @@ def _from_your_parts(parts, x, state, norm_first, causal):
     sublayer, nn.Linear-ReLU-nn.Linear by the contract, computed here), in the asked norm order, and the same
     parts wired in the other order: the wiring the check must be able to tell apart."""
     def run(name, t):
-        return C.expect_tensor(parts[name](t, **({"causal": causal} if name == "attn" else {})),
-                               what=f"your {parts[name].label} on the block's intermediate values (float64)",
-                               shape=t.shape, dtype=F64)
+        """The part's output, and t as the part left it: a part that changes its input in place changes the
+        block's residual too, and that is the part's mistake, judged (and charged) in its own Part."""
+        module = parts[name]
+        what = f"your {module.label} on the block's intermediate values (float64)"
+        with C.student_code(f"running {what}"):
+            value, left, _ = module.handle.forward_inputs(t, **({"causal": causal} if name == "attn" else {}))
+        return (C.expect_tensor(value, what=what, shape=t.shape, dtype=F64),
+                C.expect_tensor(left[0].value, what=f"the input {what} left", shape=t.shape, dtype=F64))
 
     def ffn(t):
         return F.linear(F.relu(F.linear(t, state["ffn.0.weight"], state["ffn.0.bias"])), state["ffn.2.weight"],
                         state["ffn.2.bias"])
 
-    def pre_norm():
-        y = x + run("attn", run("ln1", x))
-        return y + ffn(run("ln2", y))
+    def pre_norm():  # x + attn(ln1(x)) adds the x that ln1 and attn left, as Python evaluates it
+        normed, x_left = run("ln1", x)
+        attended, _ = run("attn", normed)
+        y = x_left + attended
+        normed, y_left = run("ln2", y)
+        return y_left + ffn(normed)
 
     def post_norm():
-        y = run("ln1", x + run("attn", x))
-        return run("ln2", y + ffn(y))
+        attended, x_left = run("attn", x)
+        y, _ = run("ln1", x_left + attended)
+        return run("ln2", y + ffn(y))[0]
 
     return (pre_norm(), post_norm()) if norm_first else (post_norm(), pre_norm())
 
@@ -389,3 +398,17 @@ def test_block_is_right_on_your_own_parts(student):
                                mistakes=[(f"your output matches the {'post' if norm_first else 'pre'}-norm wiring "
                                           f"of your parts, but norm_first={norm_first} asks for "
                                           f"{'pre' if norm_first else 'post'}-norm", other_order)])
+
+
+def test_block_forward_leaves_its_input_alone(student):
+    """TransformerBlock's forward leaves the tensor x it is given as it was (values, dtype, shape,
+    requires_grad, .grad), for both norm orders (C.forward_leaving_inputs, causal, on the constructor's
+    weights): a residual added in place (x += self.attn(...)) returns the right output and changes the
+    caller's x, which the next block of a stack, or a loss, may still use."""
+    d, h, d_ff, b, s = CONFIGS[0]
+    x = C.randn(b, s, d, seed=3505, dtype=F32)
+    for norm_first in (False, True):
+        module = C.new(student, "TransformerBlock", d, h, d_ff, norm_first=norm_first)
+        C.expect_tensor(C.forward_leaving_inputs(module, x, names=("x",), causal=True),
+                        what=f"{module.label} forward (causal=True)", inputs={"x": x, "causal": True},
+                        shape=x.shape, dtype=F32)

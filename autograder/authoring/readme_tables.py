@@ -63,6 +63,9 @@ CHECKS_SUMMARIES: dict[str, str] = {
                         "requires_grad, training modes; not .grad), else a failure naming the change",
     "call_leaving_inputs": "`call`, failing when the function changed a tensor it was given (values in place, "
                            "requires_grad, .grad)",
+    "forward_leaving_inputs": "`module(*args, **kwargs)` in one request, failing when its forward changed a tensor "
+                              "it was given (\"your forward changed its input x in place\"; `names` are the "
+                              "positional arguments' names)",
     "module_state": "what a caller could notice of a module: its tensors by name, training and requires_grad flags",
     "describe_value": "a value in a message's words: `float32[2, 5, 6]`, `your MultiHeadAttention(8, 2)`, never tensor values",
     "describe_inputs": "the inputs of a check (a mapping, or a string kept as it is) in a message's words",

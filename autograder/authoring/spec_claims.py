@@ -7,11 +7,14 @@ silently:
 
 * a refused argument ("any other kind raises ValueError"): some check must call the function and expect that
   exception (`C.expect_raises(SomeError, ...)` in a test that names the function);
-* an input left alone ("the blocks are left as they were", "leaves the module unchanged"): some check must look
-  at the input's state after the call (`C.expect_unchanged` in a test that names the function).
+* an input left alone ("the blocks are left as they were", "forward leaves its input x unchanged"): some check
+  must look at the input's state after the call, in a test that names the function or class: `C.expect_unchanged`
+  for a function (the modules it is given), `C.forward_leaving_inputs` (what its forward is given) or
+  `C.expect_unchanged` (itself) for a class.
 
-A test names a function when a string literal of its source starts with the function's name
-("batch_dependence", "layer_grad_norms(blocks, x, target)"), the way suites ask for it and describe the call.
+A test names a function when a string literal of its source (or of a helper of its file that it calls) starts
+with the function's name ("batch_dependence", "layer_grad_norms(blocks, x, target)"), the way suites ask for it
+and describe the call.
 `unexercised(name)` lists the claims no test covers; the kit's tests require it to be empty for every
 assignment.
 """
@@ -30,13 +33,18 @@ REFUSAL = re.compile(r"\braises?\s+`?([A-Z]\w*Error)\b")
 LEFT_ALONE = re.compile(r"\b(left as (it|they) w(as|ere)|leaves? [\w' ]{0,40}\balone|unchanged|"
                         r"must not (change|modify)|may not modify)\b", re.IGNORECASE)
 
+# what looks at an input's state after a call: a function's claims are about the modules it is given (their
+# values and flags), a class's about what its forward is given (its tensors) or about itself
+LEFT_ALONE_MARKERS = {ast.FunctionDef: ("expect_unchanged(",),
+                      ast.ClassDef: ("forward_leaving_inputs(", "expect_unchanged(")}
+
 
 @dataclass(frozen=True)
 class Claim:
     function: str   # the function or class whose docstring makes the claim
     kind: str       # "refuses" or "leaves alone"
     detail: str     # the exception's name, or the words of the claim
-    marker: str     # what a test covering it calls
+    markers: tuple[str, ...]  # what a test covering it calls (one of them)
 
 
 def claims_in(source: str) -> list[Claim]:
@@ -49,25 +57,34 @@ def claims_in(source: str) -> list[Claim]:
         if isinstance(node, ast.ClassDef):
             docs += [ast.get_docstring(n) or "" for n in node.body if isinstance(n, ast.FunctionDef)]
         text = " ".join(" ".join(doc.split()) for doc in docs)
-        found += [Claim(node.name, "refuses", m.group(1), f"expect_raises({m.group(1)}")
+        found += [Claim(node.name, "refuses", m.group(1), (f"expect_raises({m.group(1)}",))
                   for m in REFUSAL.finditer(text)]
-        found += [Claim(node.name, "leaves alone", m.group(0), "expect_unchanged(") for m in LEFT_ALONE.finditer(text)]
+        found += [Claim(node.name, "leaves alone", m.group(0), LEFT_ALONE_MARKERS[type(node)])
+                  for m in LEFT_ALONE.finditer(text)]
     return found
 
 
 def test_sources(suite_sources: list[str]) -> list[str]:
-    """The source of every module-level test function of the suites."""
+    """The source of every module-level test function of the suites, followed by that of the module-level
+    helpers of its file it calls by name (one level: a test that builds its module with `_build(student, ...)`
+    names the class through the helper's `C.new(student, "Class", ...)`)."""
     tests = []
     for source in suite_sources:
-        for node in ast.parse(source).body:
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
-                tests.append(ast.get_source_segment(source, node) or "")
+        functions = [node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)]
+        helpers = {node.name: ast.get_source_segment(source, node) or "" for node in functions
+                   if not node.name.startswith("test_")}
+        for node in functions:
+            if node.name.startswith("test_"):
+                called = {call.func.id for call in ast.walk(node)
+                          if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)}
+                tests.append("\n".join([ast.get_source_segment(source, node) or ""]
+                                       + [helpers[name] for name in sorted(called & set(helpers))]))
     return tests
 
 
 def covered(claim: Claim, tests: list[str]) -> bool:
     named = re.compile(rf"""["']{re.escape(claim.function)}["'(]""")
-    return any(claim.marker in test and named.search(test) for test in tests)
+    return any(any(m in test for m in claim.markers) and named.search(test) for test in tests)
 
 
 def unexercised_in(solution_source: str, suite_sources: list[str]) -> list[Claim]:

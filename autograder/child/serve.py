@@ -130,6 +130,11 @@ class Server:
         with torch._C.DisableTorchFunctionSubclass():
             return [value, bool(value.requires_grad), value.grad is not None]
 
+    def leaving_inputs(self, fn: Any, args: list, kwargs: dict) -> list:
+        """[fn's value, the state of each positional argument, of each keyword argument] after the call."""
+        value = fn(*args, **kwargs)
+        return [value, [self.input_state(v) for v in args], {k: self.input_state(v) for k, v in kwargs.items()}]
+
     def handle(self, request: dict[str, Any], args: list, kwargs: dict, cotangents: list) -> Any:
         op = request.get("op")
         torch = self.torch
@@ -138,8 +143,7 @@ class Server:
         if op == "vjp":
             return self.vjp_of(self.lookup(request.get("name")), args, kwargs, cotangents)
         if op == "call_inputs":  # the call, and what it left of each tensor it was given
-            value = self.lookup(request.get("name"))(*args, **kwargs)
-            return [value, [self.input_state(v) for v in args], {k: self.input_state(v) for k, v in kwargs.items()}]
+            return self.leaving_inputs(self.lookup(request.get("name")), args, kwargs)
         if op == "new":
             obj = self.lookup(request.get("name"))(*args, **kwargs)
             key = len(self.objects) + 1
@@ -148,6 +152,8 @@ class Server:
         obj = self.object_by_key(request.get("obj"))
         if op == "forward":
             return obj(*args, **kwargs)
+        if op == "forward_inputs":  # forward, and what it left of each tensor it was given
+            return self.leaving_inputs(obj, args, kwargs)
         if op == "forward_vjp":
             return self.vjp_of(obj, args, kwargs, cotangents)
         if op == "state_dict":

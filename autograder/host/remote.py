@@ -323,11 +323,7 @@ class RemoteSubmission(Submission):
         return self.request("call", name=function, args=args, kwargs=kwargs)
 
     def call_inputs(self, function, *args, **kwargs):
-        value = self.request("call_inputs", name=function, args=args, kwargs=kwargs)
-        if not (isinstance(value, list) and len(value) == 3 and isinstance(value[1], list)
-                and isinstance(value[2], dict) and len(value[1]) == len(args) and set(value[2]) == set(kwargs)):
-            raise StudentError("TypeError", "what the call left of its arguments could not be read")
-        return value[0], [_input_state(v) for v in value[1]], {k: _input_state(v) for k, v in value[2].items()}
+        return left_inputs(self.request("call_inputs", name=function, args=args, kwargs=kwargs), args, kwargs)
 
     def vjp(self, function, args, kwargs, cotangents):
         return _vjp_result(self.request("vjp", name=function, args=args, kwargs=kwargs, cotangents=cotangents))
@@ -341,7 +337,7 @@ class RemoteSubmission(Submission):
         return RemoteModule(self, handle)
 
 
-SAME_SUBJECT = {"forward_vjp": "forward", "load_and_list": "load_state_dict"}
+SAME_SUBJECT = {"forward_vjp": "forward", "forward_inputs": "forward", "load_and_list": "load_state_dict"}
 
 
 def _subject(op: str, name: str | None, class_name: str) -> str:
@@ -355,14 +351,31 @@ def _subject(op: str, name: str | None, class_name: str) -> str:
 
 
 
-def _input_state(value: Any) -> TensorState | None:
-    """A tensor argument's state as the child reported it: [tensor, requires_grad, has_grad], or None."""
-    if value is None:
+_UNREADABLE = "what the call left of its arguments could not be read"
+
+
+def _input_state(value: Any, sent: Any) -> TensorState | None:
+    """What the child reported of one argument: [tensor, requires_grad, has_grad] exactly where a tensor was
+    sent, None exactly where none was (a None for a tensor would pass any check on it unseen)."""
+    if not isinstance(sent, torch.Tensor):
+        if value is not None:
+            raise StudentError("TypeError", _UNREADABLE)
         return None
     if not (isinstance(value, list) and len(value) == 3 and isinstance(value[0], torch.Tensor)
             and type(value[1]) is bool and type(value[2]) is bool):
-        raise StudentError("TypeError", "what the call left of its arguments could not be read")
+        raise StudentError("TypeError", _UNREADABLE)
     return TensorState(value[0], value[1], value[2])
+
+
+def left_inputs(value: Any, args: Sequence[Any], kwargs: dict[str, Any]
+                ) -> tuple[Any, list[TensorState | None], dict[str, TensorState | None]]:
+    """A call_inputs or forward_inputs reply, validated against what was sent: [the call's value, one entry
+    per positional argument, one per keyword argument, by the same names]."""
+    if not (isinstance(value, list) and len(value) == 3 and isinstance(value[1], list)
+            and isinstance(value[2], dict) and len(value[1]) == len(args) and set(value[2]) == set(kwargs)):
+        raise StudentError("TypeError", _UNREADABLE)
+    return (value[0], [_input_state(v, sent) for v, sent in zip(value[1], args)],
+            {k: _input_state(value[2][k], sent) for k, sent in kwargs.items()})
 
 
 def _vjp_result(value: Any) -> tuple[Any, list[list[torch.Tensor | None]]]:
@@ -381,6 +394,9 @@ class RemoteModule(ModuleHandle):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._ask("forward", args=args, kwargs=kwargs)
+
+    def forward_inputs(self, *args, **kwargs):
+        return left_inputs(self._ask("forward_inputs", args=args, kwargs=kwargs), args, kwargs)
 
     def vjp(self, args, kwargs, cotangents):
         return _vjp_result(self._ask("forward_vjp", args=args, kwargs=kwargs, cotangents=cotangents))

@@ -73,6 +73,12 @@ class ModuleHandle(abc.ABC):
     @abc.abstractmethod
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
+    def forward_inputs(self, *args: Any, **kwargs: Any
+                       ) -> tuple[Any, list[TensorState | None], dict[str, TensorState | None]]:
+        """forward, and the state of each argument afterwards (None where it is not a tensor), as
+        `Submission.call_inputs` reports a function's."""
+        raise SubmissionBroken("this submission cannot report what a forward left of its arguments")
+
     @abc.abstractmethod
     def vjp(self, args: Sequence[Any], kwargs: dict[str, Any], cotangents: Sequence[torch.Tensor]
             ) -> tuple[Any, list[list[torch.Tensor | None]]]:
@@ -185,12 +191,25 @@ def _guarded(fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise StudentError(type(exc).__name__, str(exc), exception_bases(exc)) from None
 
 
+def _leaving_inputs(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]
+                    ) -> tuple[Any, list[TensorState | None], dict[str, TensorState | None]]:
+    """fn on copies of the tensor arguments, as a sandboxed one gets them (the caller's tensors are never its
+    own), and what it left of each."""
+    args = [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in args]
+    kwargs = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    value = fn(*args, **kwargs)
+    return value, [tensor_state(v) for v in args], {k: tensor_state(v) for k, v in kwargs.items()}
+
+
 class _LocalModule(ModuleHandle):
     def __init__(self, module: torch.nn.Module) -> None:
         self.module = module
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return _plain(_guarded(self.module, *args, **kwargs))
+
+    def forward_inputs(self, *args, **kwargs):
+        return _leaving_inputs(lambda *a, **k: _plain(_guarded(self.module, *a, **k)), args, kwargs)
 
     def vjp(self, args, kwargs, cotangents):
         return _guarded(vjp_of, self.module, args, kwargs, cotangents)
@@ -234,11 +253,7 @@ class ModuleSubmission(Submission):
         return _plain(_guarded(self._get(function), *args, **kwargs))
 
     def call_inputs(self, function, *args, **kwargs):
-        # the function gets copies, as a sandboxed one does: the caller's tensors are never its own
-        args = [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in args]
-        kwargs = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
-        value = self.call(function, *args, **kwargs)
-        return value, [tensor_state(v) for v in args], {k: tensor_state(v) for k, v in kwargs.items()}
+        return _leaving_inputs(lambda *a, **k: _plain(_guarded(self._get(function), *a, **k)), args, kwargs)
 
     def vjp(self, function, args, kwargs, cotangents):
         return _guarded(vjp_of, self._get(function), args, kwargs, cotangents)

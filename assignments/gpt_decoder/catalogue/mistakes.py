@@ -92,6 +92,12 @@ def _stubs(keep_constructors: bool = False) -> dict[str, str]:
 
 MISTAKES: list[Entry] = [
     # --- rope ------------------------------------------------------------------------------------------------
+    Entry("rope-rotates-x-in-place", "writes the rotated pairs back into x (x[..., 0::2] = ...) and returns x: "
+          "right values, the caller's x changed", ROPE,
+          (M(_PAIRS, "x_even, x_odd = x[..., 0::2].clone(), x[..., 1::2].clone()"),
+           M(_ROTATED, "x[..., 0::2] = x_even * cos - x_odd * sin\n    x[..., 1::2] = x_even * sin + x_odd * cos"),
+           M(_FLATTEN, "return x")),
+          hint="changed its argument 1"),
     Entry("rope-half-split", "pairs feature i with i + head_dim/2 (GPT-NeoX's rotate_half layout)", ROPE,
           (M(_PAIRS, "half = x.shape[-1] // 2\n    x_even, x_odd = x[..., :half], x[..., half:]"),
            M(_ROTATED, _ROTATED.replace("torch.stack(", "torch.cat(")), M(_FLATTEN, "return rotated")),

@@ -6,7 +6,9 @@ and not one bug:
   answered with a number, through a fallback or a loose comparison;
 * inputs left alone, changed: a function that takes the caller's modules (layer_grad_norms' blocks,
   permutation_error's module) freezes them, switches them to eval mode or casts them, or changes the caller's
-  tensors (in place, requires_grad_), and still returns the right numbers;
+  tensors (in place, requires_grad_), and still returns the right numbers; a module's forward that changes the
+  tensors it is given in place (LayerNorm centring x, the attention inverting the padding mask, the block adding
+  a residual with +=) and still returns the right output;
 * an algorithm's look-alikes: a function the notebook defines by an algorithm (ideal_head_weights' round robin
   dealing) replaced by another with the same stated properties (the same guaranteed share).
 """
@@ -18,6 +20,9 @@ BATCH = "batch_dependence"
 PLACE = "norm_placement"
 ORDER = "order_blindness"
 SHARE = "head_share"
+NORM = "layer_norm"
+MHA = "multi_head_attention"
+BLOCK = "transformer_block"
 
 _KIND_CHECK = ("if kind not in normalisers:\n"
                "        raise ValueError(f\"kind must be 'layer' or 'batch', not {kind!r}\")\n    ")
@@ -68,6 +73,26 @@ INPUTS_CHANGED: list[Entry] = [
                     "weights[:, [c for c in range(weights.shape[-1]) if c not in targets]] = 0.0\n"
                     "    return weights[:, targets].max(dim=0).values.min().item()"),),
           hint="changed its argument 1"),
+    # what a module's forward is given
+    Entry("ln-module-centres-x-in-place", "LayerNorm's forward centres its input in place (x -= mean) before "
+          "layer_norm, which a shift does not change", NORM,
+          (M("        return layer_norm(x, self.weight, self.bias, self.eps)",
+             "        x -= x.mean(dim=-1, keepdim=True)\n        return layer_norm(x, self.weight, self.bias, self.eps)"),),
+          hint="changed its input x in place"),
+    Entry("mha-padding-mask-inverted-in-place", "MultiHeadAttention inverts key_padding_mask in place "
+          "(logical_not_) to get the keys kept", MHA,
+          (M("keys_kept = ~key_padding_mask[:, None, None, :]",
+             "keys_kept = key_padding_mask.logical_not_()[:, None, None, :]"),),
+          hint="changed its input key_padding_mask in place"),
+    Entry("block-pre-norm-residual-in-place", "the pre-norm block adds the attention's residual in place "
+          "(x += self.attn(self.ln1(x)))", BLOCK,
+          (M("x = x + self.attn(self.ln1(x), causal=causal)", "x += self.attn(self.ln1(x), causal=causal)"),),
+          hint="changed its input x in place"),
+    Entry("block-post-norm-residual-in-place", "the post-norm block adds the attention's residual in place "
+          "before its norm (x += self.attn(x); x = self.ln1(x))", BLOCK,
+          (M("x = self.ln1(x + self.attn(x, causal=causal))",
+             "x += self.attn(x, causal=causal)\n        x = self.ln1(x)"),),
+          hint="changed its input x in place"),
 ]
 
 LOOK_ALIKES: list[Entry] = [

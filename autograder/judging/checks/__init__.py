@@ -31,14 +31,14 @@ from autograder.judging.checks.shapes import expect_exact_type, expect_number, e
 from autograder.judging.checks.structure import expect_parameters
 from autograder.judging.checks.tolerance import DEFAULT_FACTOR, composition_tolerance, reference_tolerance
 from autograder.judging.checks.untouched import (call_leaving_inputs, expect_unchanged,
-                                                module_state)
+                                                forward_leaving_inputs, module_state)
 
 __all__ = [
     "DEFAULT_FACTOR", "MHA_PROJECTIONS", "assert_close", "call", "call_leaving_inputs", "cast_floats",
     "check_causal_jacobian",
     "check_causal_perturbation", "check_depends_on_future", "composition_tolerance", "describe_call",
     "describe_inputs", "describe_value", "evidence_on_failure", "expect_equal", "expect_exact_type", "expect_number",
-    "expect_parameters", "expect_raises", "expect_unchanged",
+    "expect_parameters", "expect_raises", "expect_unchanged", "forward_leaving_inputs",
     "expect_tensor", "fail", "generator", "is_close", "kind_of", "layer_norm_state", "linear_state", "mha_state",
     "module_state", "new", "once", "randn", "random_bool_mask", "reference_tolerance", "student_code", "tril_mask",
     "vjp",

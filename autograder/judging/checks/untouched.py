@@ -1,5 +1,5 @@
 """Inputs a function must leave alone: a module's state before a call and the check that it is the same after,
-and a call that fails when the function changed a tensor it was given.
+and a call (of a function, or of a module's forward) that fails when it changed a tensor it was given.
 
 A function that takes a student's module (a stack of blocks to measure, a layer to permute) may read and run it,
 never change it: the notebook says so where it matters, and a change is invisible in the function's own return
@@ -11,7 +11,7 @@ it: a backward pass fills it, and the notebook allows computing gradients with l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
@@ -101,4 +101,27 @@ def call_leaving_inputs(student: Submission, function: str, *args: Any, **kwargs
             if change := _tensor_left(sent, left):
                 fail(f"{label} changed {name}, a tensor it was given: {change}. Leave the tensors you are "
                      "given as they were.")
+    return value
+
+
+def forward_leaving_inputs(module: Module, *args: Any, names: Sequence[str] = (), **kwargs: Any) -> Any:
+    """`module(*args, **kwargs)`, failing when its forward changed a tensor it was given (values in place,
+    dtype or shape, requires_grad, .grad), as call_leaving_inputs does for a function: one request, the
+    forward's value returned.  `names` are the forward's names of the positional arguments, for the message
+    ("your forward changed its input x in place")."""
+    label = f"{module.label} forward on {describe_call('', args, kwargs)[1:-1] or 'no input'}"
+    with student_code(f"running {label}"):
+        value, left_args, left_kwargs = module.handle.forward_inputs(*_handles(args), **_handles(kwargs))
+    pairs = [(names[i] if i < len(names) else f"argument {i + 1}", sent, left)
+             for i, (sent, left) in enumerate(zip(args, left_args))]
+    pairs += [(k, kwargs[k], left_kwargs.get(k)) for k in kwargs]
+    for name, sent, left in pairs:
+        if isinstance(sent, torch.Tensor) and isinstance(left, TensorState) and (change := _tensor_left(sent, left)):
+            if change.startswith("its values"):
+                change = "in place (-=, +=, a method ending in _ or an indexed assignment on it)"
+            else:
+                change = f"({change})"
+            fail(f"Your forward changed its input {name} {change}, running {label}. Leave the tensors your "
+                 "forward is given as they were and compute new ones from them (x = x - mean, not x -= mean; "
+                 "~mask, not mask.logical_not_()).")
     return value
