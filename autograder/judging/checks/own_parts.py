@@ -41,6 +41,7 @@ class OwnParts:
         self.what = what
         self.count = 0  # configurations compared with a discriminating composition
         self.reasons: list[str] = []  # why each other configuration could not be judged
+        self.piece_failed: dict[str, str] = {}  # configuration -> how its pieces failed
 
     def compose(self, label: str, build: Callable[[], T]) -> T | None:
         """`build()`: the expected value from the student's pieces; None when a piece fails (it raised, or gave
@@ -48,6 +49,7 @@ class OwnParts:
         try:
             return build()
         except pytest.fail.Exception as failure:
+            self.piece_failed[label] = failure.msg
             self.reasons.append(f"{label}: {failure.msg}")
             return None
 
@@ -58,7 +60,8 @@ class OwnParts:
         except pytest.fail.Exception:
             return
         fail(f"{self.what}: cannot be judged on your own parts ({label}): it ran where your own piece failed "
-             f"({self.reasons[-1].split(': ', 1)[-1]}), so it does not use that piece as the task composes it")
+             f"({self.piece_failed.get(label, 'composing it failed')}), so it does not use that piece as the task "
+             "composes it")
 
     def judged(self, label: str, *, discriminating: bool = True, degenerate: str = "") -> None:
         """The whole matched the composition at `label`; `discriminating`: the composition tells the right
