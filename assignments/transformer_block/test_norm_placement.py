@@ -215,7 +215,7 @@ def test_layer_grad_norms_is_right_on_your_own_blocks(student):
             own.expect_fails_too(what, lambda: _norms_of(student, blocks, x, target, what))
             continue
         got = _norms_of(student, blocks, x, target, what)
-        atol = C.composition_tolerance(expected) * (1e3 if dtype == F64 else 10)
+        atol = C.composition_tolerance(expected, dtype) * (1e3 if dtype == F64 else 10)
         C.assert_close(got, expected, what=f"{what} against back-propagation through the same blocks",
                        atol=atol, inputs={"x": x, "target": target},
                        mistakes=[("your list is in reverse order: its first entry must belong to the first block",

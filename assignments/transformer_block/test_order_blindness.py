@@ -159,7 +159,7 @@ def test_permutation_error_is_right_on_your_own_mha(student):
                 continue
             got, _ = _student_error(student, module, x, perm, causal)
             expected = _error(*outputs)
-            if abs(got - expected) > C.composition_tolerance(torch.stack(outputs)):
+            if abs(got - expected) > C.composition_tolerance(torch.stack(outputs), dtype):
                 C.fail(f"{label}: does not match max |module(x[:, perm]) - module(x)[:, perm]| computed from your "
                        f"own module's outputs")
             own.judged(label)

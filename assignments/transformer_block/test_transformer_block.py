@@ -402,7 +402,7 @@ def test_block_is_right_on_your_own_parts(student):
                     own.expect_fails_too(label, lambda: block(x, causal=causal))
                     continue
                 expected, other_order = composed
-                atol = C.composition_tolerance(expected)
+                atol = C.composition_tolerance(expected, dtype)
                 C.assert_close(block(x, causal=causal), expected, atol=atol, dtype=dtype,
                                what=f"{label} against the same wiring of its own ln1, ln2, attn and ffn",
                                inputs={"x": x, "causal": causal, "weights": "random, LayerNorm weights/biases included"},

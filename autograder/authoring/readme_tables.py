@@ -78,7 +78,7 @@ CHECKS_SUMMARIES: dict[str, str] = {
     # tolerance
     "DEFAULT_FACTOR": "the safety factor over the reference's own float32 error (docs/tolerances.md)",
     "reference_tolerance": "evaluates `reference(dtype)` in float64 and float32; returns the float64 reference and the `atol` for an output of `dtype`",
-    "composition_tolerance": "the `atol` between the student's whole module and the trusted composition of the student's own pieces (own_parts checks)",
+    "composition_tolerance": "the `atol` between the student's whole module and the trusted composition of the student's own pieces (own_parts checks), for a setting run in `dtype`",
     # comparison
     "assert_close": "the value check: type, shape, dtype, then the tolerance; a hint when the output matches a known mistake; attaches an error map",
     "expect_equal": "exact equality (values and dtype) for discrete outputs such as masks, with hints for known mistakes",
