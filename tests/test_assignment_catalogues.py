@@ -157,3 +157,30 @@ def test_one_mistake_costs_the_parts_built_on_it_one_check_at_most(graded, entry
     # and names the part to fix first
     part = CATALOGUES["transformer_block"].entry(entry).part
     assert f"({part})" in failed_tests(result, CARRIED[entry][0])[0]["output"]
+
+
+# the mistakes whose parts built on them could not be judged on the student's own pieces before those pieces
+# were taken from the student's block (`child`), loaded by whatever names match, and judged wherever they run
+# (C.OwnParts): each now costs every part built on it at most that part's end-to-end share
+JUDGED_ON_OWN_PIECES = {
+    "att-float-mask": ["multi_head_attention", "transformer_block", "mask_dependence", "order_blindness"],
+    "att-float-mask-everywhere": ["multi_head_attention"],
+    "att-inverted-mask-convention": ["multi_head_attention", "transformer_block", "mask_dependence", "order_blindness"],
+    "mha-python-list-of-linears": ["transformer_block", "order_blindness", "norm_placement"],
+    "LayerNorm-plain-tensors": ["transformer_block", "norm_placement"],
+    "LayerNorm-gamma-beta": ["transformer_block", "norm_placement"],
+    "ln-missing-keepdim": ["transformer_block", "norm_placement", "batch_dependence"],
+}
+
+
+@pytest.mark.parametrize("entry", sorted(JUDGED_ON_OWN_PIECES))
+def test_a_mistake_costs_the_parts_built_on_it_their_end_to_end_share_at_most(graded, entry):
+    from autograder.grading.rubric import load_rubric
+
+    result = graded("transformer_block")[entry]
+    shares = {p.name: p.end_to_end_share for p in load_rubric("transformer_block").parts}
+    for part in JUDGED_ON_OWN_PIECES[entry]:
+        earned, points = result["parts"][part]
+        assert 0 < points - earned <= shares[part] * points + 1e-3, f"{part}: {describe_result(result)}"
+        failed = failed_tests(result, part)
+        assert failed and all(t["output"].startswith("Carried forward from ") for t in failed), describe_result(result)

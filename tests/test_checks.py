@@ -56,3 +56,40 @@ def test_a_failed_comparison_imports_nothing_of_torchs_symbolic_shapes():
         "try:\n    assert_close(torch.ones(2, 3), torch.zeros(2, 3), what='out', inputs='x', atol=1e-6)\n"
         "except pytest.fail.Exception:\n    pass")
     assert "sympy" not in loaded and "torch.fx.experimental.symbolic_shapes" not in loaded
+
+
+def _raises(message: str):
+    def run():
+        pytest.fail(message, pytrace=False)
+    return run
+
+
+def test_an_own_parts_check_skips_where_a_piece_fails_and_fails_only_when_nothing_was_judged():
+    """OwnParts: a setting whose pieces fail is skipped when the whole fails there too; a whole that runs there
+    fails the check; a degenerate setting is compared but not counted; with nothing judged it fails, naming
+    why, and with one judged setting it passes."""
+    from autograder.judging.checks.own_parts import OwnParts, fill_parameters
+
+    own = OwnParts("your block")
+    assert own.compose("causal", _raises("your causal_mask raised TypeError")) is None
+    own.expect_fails_too("causal", _raises("your block raised TypeError"))  # consistent: skipped
+    assert own.compose("plain", lambda: 3) == 3
+    own.judged("plain", discriminating=False, degenerate="too uniform")
+    with pytest.raises(pytest.fail.Exception, match="cannot be judged on your own parts, on no configuration: "
+                       "causal: your causal_mask raised TypeError; plain: too uniform"):
+        own.finish()
+    own.judged("wide")
+    own.finish()
+    with pytest.raises(pytest.fail.Exception, match=r"ran where your own piece failed \(your causal_mask raised"):
+        own.expect_fails_too("causal", lambda: 1.0)
+
+    # the test's values where a name and shape fit, distinct random values of the test's scale elsewhere
+    params = {"ln1.gamma": torch.zeros(4), "ln2.gamma": torch.zeros(4), "w": torch.zeros(2, 8),
+              "b": torch.zeros(3, dtype=torch.float64)}
+    state = {"w": torch.ones(2, 8, dtype=torch.float64), "b": torch.ones(4), "ln1.weight": torch.ones(4)}
+    filled = fill_parameters(params, state, seed=1)
+    assert filled["w"].dtype == torch.float32 and torch.equal(filled["w"], torch.ones(2, 8))
+    assert filled["b"].dtype == torch.float64 and not torch.equal(filled["b"], torch.ones(3, dtype=torch.float64))
+    assert not torch.equal(filled["ln1.gamma"], filled["ln2.gamma"])
+    assert 0.3 < float(filled["ln1.gamma"].mean()) < 1.7
+    assert all(torch.equal(filled[k], v) for k, v in fill_parameters(params, state, seed=1).items())

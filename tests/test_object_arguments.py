@@ -263,3 +263,66 @@ def test_a_forward_that_reports_its_inputs_is_the_same_subject_as_forward():
     """A forward_inputs request that hangs or crashes poisons the class's forward, as forward_vjp does: the
     next forward of that class is not sent at all."""
     assert _subject("forward_inputs", None, "Shift") == _subject("forward", None, "Shift") == "Shift.forward"
+
+
+SUBMODULES = '''
+import sys
+import torch.nn as nn
+
+
+class Pair(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = nn.Linear(2, 2)
+        self.second = self.first  # one module under two names
+
+
+def lie_about_keys(key):
+    """What a hostile child can do: answer new and child with a key of its own choosing."""
+    sys.modules["autograder.child.serve"].Server.keep = lambda self, obj: key
+'''
+
+
+@pytest.fixture(scope="module")
+def submodules():
+    submission = RemoteSubmission([SUBMODULES], Limits(), [])
+    yield submission
+    submission.close()
+
+
+def _in_process(code: str) -> ModuleSubmission:
+    module = types.ModuleType("reference")
+    exec(compile(code, "reference", "exec"), vars(module))
+    return ModuleSubmission(module)
+
+
+@pytest.mark.parametrize("where", ["in process", "sandboxed"])
+def test_a_submodule_is_the_very_object_its_module_holds(submodules, where):
+    """child(name) hands back the submodule the module holds, under each of its names: what is loaded into the
+    module is what the submodule holds, and the other way round; an unknown name is the student side's error."""
+    student = _in_process(SUBMODULES) if where == "in process" else submodules
+    pair = C.new(student, "Pair")
+    first, second = pair.child("first"), pair.child("second")
+    assert first.label == "Pair().first"
+    first.load_state_dict({"weight": torch.eye(2), "bias": torch.ones(2)})
+    assert torch.equal(pair.named_parameters()["first.weight"], torch.eye(2))
+    assert torch.equal(second.named_parameters()["bias"], torch.ones(2))
+    assert second(torch.zeros(1, 2)).tolist() == [[1.0, 1.0]]
+    with pytest.raises(pytest.fail.Exception, match="While taking the submodule 'third' of Pair\\(\\), your code raised"):
+        pair.child("third")
+
+
+def test_an_object_key_the_child_makes_up_is_malformed_and_replaces_the_child(submodules):
+    """A key outside the child's key space (it would name an object of another generation of the process) or
+    not an int is refused on the host, for new and child alike, and the lying child is replaced."""
+    for key in (10 ** 9, 0, "1"):
+        pair = C.new(submodules, "Pair")
+        generation = submodules.generation
+        C.call(submodules, "lie_about_keys", key)
+        with pytest.raises(SubmissionBroken, match="not an object key"):
+            pair.child("first")
+        assert submodules.sandbox is None  # replaced before the next request
+        with pytest.raises(SubmissionBroken, match="lost when the submission's process was restarted"):
+            pair.child("first")
+        assert C.new(submodules, "Pair").child("second").label == "Pair().second"  # a fresh child, honest again
+        assert submodules.generation == generation + 1

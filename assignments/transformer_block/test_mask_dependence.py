@@ -199,21 +199,36 @@ def test_largest_dependence_on_given_tables(student):
                    f"included) is wrong.")
 
 
+def _from_your_attention(student, x, seq_len, causal):
+    """The table the judge builds by central differences from the student's own scaled_dot_product_attention
+    and causal_mask, all perturbed inputs in one batch."""
+    inputs = _nudged(x, 1e-3)
+    mask = C.call(student, "causal_mask", seq_len) if causal else None
+    outputs = C.expect_tensor(C.call(student, "scaled_dot_product_attention", inputs, inputs, inputs, mask),
+                              what="your scaled_dot_product_attention on the perturbed inputs (float64)",
+                              shape=tuple(inputs.shape), dtype=F64)
+    return _table(x, outputs, 1e-3)
+
+
 def test_mask_dependence_is_right_on_your_own_attention(student):
     """mask_dependence's own logic, judged on the student's own attention (no points of its own: when it
     passes and Part 2 lost points, this part's failed checks are carried forward from Part 2).  Its table
     equals the one the judge builds by central differences from the student's own
-    scaled_dot_product_attention and causal_mask, all perturbed inputs in one batch."""
+    scaled_dot_product_attention and causal_mask, all perturbed inputs in one batch.  A setting where the
+    student's attention raises is Part 2's failure: skipped, if mask_dependence fails there too; the check
+    fails as "cannot be judged" only when neither setting could be judged (C.OwnParts)."""
     seq_len, d_model = 5, 4
+    own = C.OwnParts("your mask_dependence")
     for causal in (True, False):
         x = _input(seq_len, d_model, 0)
-        inputs = _nudged(x, 1e-3)
-        mask = C.call(student, "causal_mask", seq_len) if causal else None
-        outputs = C.expect_tensor(C.call(student, "scaled_dot_product_attention", inputs, inputs, inputs, mask),
-                                  what="your scaled_dot_product_attention on the perturbed inputs (float64)",
-                                  shape=tuple(inputs.shape), dtype=F64)
-        expected = _table(x, outputs, 1e-3)
+        label = C.describe_call("mask_dependence", (seq_len, d_model, causal))
+        expected = own.compose(label, lambda: _from_your_attention(student, x, seq_len, causal))
+        if expected is None:
+            own.expect_fails_too(label, lambda: _call(student, seq_len, d_model, causal))
+            continue
         table, label = _call(student, seq_len, d_model, causal)
         C.assert_close(table, expected, atol=1e-9, dtype=F64,
                        what=f"{label} against central differences of your own scaled_dot_product_attention",
                        inputs={"seq_len": seq_len, "d_model": d_model, "causal": causal})
+        own.judged(label)
+    own.finish()

@@ -8,8 +8,9 @@ in float64 and float32 on the same weights; allowed absolute error = 30 x the ob
 of the largest norm (autograder.judging.checks.reference_tolerance).
 
 The part measures the student's blocks, so it is built on Parts 1 to 4.  The own-parts check judges the
-function on the student's own blocks in float64, as their constructor initialises them (so misnamed parameters,
-which the value checks cannot load, do not keep it from judging): the trusted side runs the same blocks forward,
+function on the student's own blocks in float64 (and once in float32, seq_len == d_model), holding the test's
+weights wherever their parameter names fit and random ones under the others (so misnamed parameters, which the
+value checks cannot load, do not keep it from judging): the trusted side runs the same blocks forward,
 back-propagates the target through them block by block (vjp requests) and compares the norms it finds with the
 function's.  Both value checks compare end to end, so a mistake in Parts 1-4 fails both; when the own-parts
 check passes, it costs the end-to-end share of the part (rubric.toml, 5 % by default).
@@ -23,7 +24,6 @@ another length visible; the norms of the activations and of the parameters' grad
 """
 from __future__ import annotations
 
-import math
 
 import torch
 import torch.nn as nn
@@ -160,43 +160,71 @@ def test_layer_grad_norms_returns_one_float_per_block(student):
                             advice="Convert each norm with .item() (or float(...)).")
 
 
+# the own-parts check's settings, (depth, norm_first, batch, seq_len, dtype): two in float64, and one with
+# seq_len == d_model and batch 1 in float32, where blocks run whose layer norm loses its last axis (no keepdim)
+# or whose attention keeps its layers where .to(float64) does not reach them
+OWN_SETTINGS = [(3, False, B, S, F64), (2, True, B, S, F64), (2, False, 1, D, F32)]
+
+
+def _backpropagated_norms(blocks, x, target):
+    """The norms of the target's gradient at each block's input, found by running the student's blocks forward
+    and back-propagating through them block by block (vjp requests), in the blocks' order."""
+    dtype, depth = x.dtype, len(blocks)
+    hidden = [x]
+    for block in blocks:
+        hidden.append(C.expect_tensor(block(hidden[-1]), what=f"{block.label} forward (in a {depth}-block "
+                                      f"stack, {C.describe_value(dtype)})", shape=tuple(x.shape), dtype=dtype))
+    grad, norms = target, []
+    for i in reversed(range(depth)):
+        _, grads = blocks[i].vjp([hidden[i]], {}, [grad])
+        if not isinstance(grads, list) or len(grads) != 1 or grads[0][0] is None:
+            C.fail(f"{blocks[i].label}: no gradient with respect to the input came back (block {i} of the "
+                   "stack); is the output detached from the input?")
+        grad = C.expect_tensor(grads[0][0], what=f"input gradient of block {i} of the stack", shape=tuple(x.shape))
+        norms.append(float(grad.double().norm()))
+    return torch.tensor(norms[::-1], dtype=dtype)
+
+
 def test_layer_grad_norms_is_right_on_your_own_blocks(student):
     """layer_grad_norms' own logic, judged on the student's own blocks (no points of its own: when it passes and
     Part 1, 2, 3 or 4 lost points, this part's failed checks are carried forward from there).  Its norms equal
-    those the trusted side finds by running the same blocks (as the student's constructor initialises them)
-    forward and back-propagating the target through them block by block (float64, both norm orders)."""
-    for depth, norm_first, seed in ((3, False, 6400), (2, True, 6500)):
-        # the blocks as the student's constructor makes them: no weights loaded, so that blocks whose parameters
-        # are misnamed (which the other checks cannot load) still judge this function
+    those the trusted side finds by running the same blocks (holding the test's weights wherever their parameter
+    names fit) forward and back-propagating the target through them block by block (float64, both norm orders; and
+    seq_len == d_model in float32).  A setting where the blocks raise is an earlier part's failure: skipped,
+    if layer_grad_norms fails there too; the check fails as "cannot be judged" only when no setting could be
+    judged (C.OwnParts)."""
+    own = C.OwnParts("your layer_grad_norms")
+    for index, (depth, norm_first, batch, seq_len, dtype) in enumerate(OWN_SETTINGS):
+        seed = 6400 + 100 * index
+        # the test's weights loaded wherever the blocks' own parameter names fit them, random ones under the
+        # others (module.load_fitting): blocks whose parameters are misnamed (which the other checks cannot
+        # load) still judge this function, and on weights that are not the constructor's degenerate ones/zeros
         blocks = []
-        for _ in range(depth):
+        for i, state in enumerate(_states(depth, seed, dtype)):
             block = C.new(student, "TransformerBlock", D, H, D_FF, norm_first=norm_first)
-            block.to(F64)
+            if dtype != F32:
+                block.to(dtype)
+            block.load_fitting(state, seed=seed + 10 * i)
             blocks.append(block)
-        x = C.randn(B, S, D, seed=seed + 1, dtype=F64)
-        target = C.randn(B, S, D, seed=seed + 2, dtype=F64)
-        hidden = [x]
-        for block in blocks:
-            hidden.append(C.expect_tensor(block(hidden[-1]), what=f"{block.label} forward (in a {depth}-block "
-                                          "stack, float64)", shape=(B, S, D), dtype=F64))
-        grad, norms = target, []
-        for i in reversed(range(depth)):
-            _, grads = blocks[i].vjp([hidden[i]], {}, [grad])
-            if not isinstance(grads, list) or len(grads) != 1 or grads[0][0] is None:
-                C.fail(f"{blocks[i].label}: no gradient with respect to the input came back (block {i} of the "
-                       "stack); is the output detached from the input?")
-            grad = C.expect_tensor(grads[0][0], what=f"input gradient of block {i} of the stack", shape=(B, S, D))
-            norms.append(float(grad.double().norm()))
-        expected = torch.tensor(norms[::-1], dtype=F64)
-        what = f"layer_grad_norms of {depth} of your blocks (norm_first={norm_first}, float64)"
+        x = C.randn(batch, seq_len, D, seed=seed + 1, dtype=dtype)
+        target = C.randn(batch, seq_len, D, seed=seed + 2, dtype=dtype)
+        what = (f"layer_grad_norms of {depth} of your blocks (norm_first={norm_first}, x "
+                f"{C.describe_value(x)})")
+        expected = own.compose(what, lambda: _backpropagated_norms(blocks, x, target))
+        if expected is None:
+            own.expect_fails_too(what, lambda: _norms_of(student, blocks, x, target, what))
+            continue
         got = _norms_of(student, blocks, x, target, what)
-        if not all(math.isfinite(v) for v in norms):
-            C.fail(f"{what}: your blocks' gradients are not finite, so the function cannot be judged on them; "
-                   "fix Part 4 first")
+        atol = C.composition_tolerance(expected, dtype) * (1e3 if dtype == F64 else 10)
         C.assert_close(got, expected, what=f"{what} against back-propagation through the same blocks",
-                       atol=C.composition_tolerance(expected) * 1e3, inputs={"x": x, "target": target},
+                       atol=atol, inputs={"x": x, "target": target},
                        mistakes=[("your list is in reverse order: its first entry must belong to the first block",
                                   expected.flip(0))])
+        finite = bool(torch.isfinite(expected).all())
+        own.judged(what, discriminating=finite and not C.is_close(expected.flip(0), expected, atol=atol),
+                   degenerate="your blocks' gradients are not finite" if not finite else
+                   "your blocks' gradient norms are the same at every depth, so their order cannot be told")
+    own.finish()
 
 
 def test_layer_grad_norms_leaves_the_blocks_alone(student):

@@ -125,24 +125,45 @@ def test_causal_mask_breaks_order_blindness(student):
     _check(student, True)
 
 
+def _your_outputs(module, x, perm, causal):
+    """module(x[:, perm]) and module(x)[:, perm], asked in separate requests."""
+    first = C.expect_tensor(module(x[:, perm], causal=causal), what=f"{module.label} forward", shape=tuple(x.shape),
+                            dtype=x.dtype)
+    after = C.expect_tensor(module(x, causal=causal), what=f"{module.label} forward", shape=tuple(x.shape),
+                            dtype=x.dtype)[:, perm]
+    return first, after
+
+
 def test_permutation_error_is_right_on_your_own_mha(student):
     """permutation_error's own logic, judged on the student's own MultiHeadAttention (no points of its own:
     when it passes and Part 2 or 3 lost points, this part's failed checks are carried forward).  It equals
     max |module(x[:, perm]) - module(x)[:, perm]| computed here from the module's outputs, asked separately,
-    causal and not."""
-    for i in range(len(CONFIGS)):
+    causal and not, on the module holding the test's weights wherever its parameter names match them (float64,
+    and once float32, where a module whose layers .to() does not reach runs).  A setting where the module
+    raises is Part 2's or 3's failure: skipped, if permutation_error fails there too (C.OwnParts)."""
+    own = C.OwnParts("your permutation_error")
+    for i, dtype in [(i, F64) for i in range(len(CONFIGS))] + [(1, torch.float32)]:
         d, h, state, x, perm = _setting(i)
-        module = _build(student, d, h, state)
+        x = x.to(dtype)
+        module = C.new(student, "MultiHeadAttention", d, h)
+        if dtype != torch.float32:
+            module.to(dtype)
+        module.load_fitting(state, seed=4400 + 10 * i)
         for causal in (False, True):
-            first = C.expect_tensor(module(x[:, perm], causal=causal), what=f"{module.label} forward",
-                                    shape=tuple(x.shape), dtype=F64)
-            after = C.expect_tensor(module(x, causal=causal), what=f"{module.label} forward", shape=tuple(x.shape),
-                                    dtype=F64)[:, perm]
-            got, label = _student_error(student, module, x, perm, causal)
-            expected = _error(first, after)
-            if abs(got - expected) > C.composition_tolerance(torch.stack([first, after])):
+            label = (f"permutation_error(your {module.label}, x [{', '.join(map(str, x.shape))}], perm, "
+                     f"causal={causal}) ({C.describe_value(dtype)})")
+            outputs = own.compose(label, lambda: _your_outputs(module, x, perm, causal))
+            if outputs is None:
+                own.expect_fails_too(label, lambda: C.call(student, "permutation_error", module, x, perm,
+                                                           causal=causal))
+                continue
+            got, _ = _student_error(student, module, x, perm, causal)
+            expected = _error(*outputs)
+            if abs(got - expected) > C.composition_tolerance(torch.stack(outputs), dtype):
                 C.fail(f"{label}: does not match max |module(x[:, perm]) - module(x)[:, perm]| computed from your "
                        f"own module's outputs")
+            own.judged(label)
+    own.finish()
 
 
 def test_permutation_error_leaves_the_module_alone(student):

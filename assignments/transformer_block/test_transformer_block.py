@@ -328,46 +328,61 @@ def test_block_deep_pre_norm_stack_input_gradient(student):
     C.assert_close(grad, expected, what=what, inputs=inputs, atol=atol, dtype=F32)
 
 
-def _your_parts(student, state, d, h):
-    """The student's own LayerNorm (twice) and MultiHeadAttention, in float64, holding the block's weights."""
-    parts = {}
-    for prefix, args in (("ln1.", ("LayerNorm", d)), ("ln2.", ("LayerNorm", d)), ("attn.", ("MultiHeadAttention", d, h))):
-        module = C.new(student, *args)
-        module.to(F64)
-        module.load_weights({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)})
-        parts[prefix[:-1]] = module
-    return parts
+# the own-parts check's settings, (d_model, num_heads, d_ff, batch, seq_len, dtype): two of CONFIGS in float64,
+# and seq_len == d_model with batch 1 in float32, where even a layer norm whose statistics lose their last
+# axis (no keepdim) runs, and a MultiHeadAttention whose layers .to(float64) does not reach (a plain list)
+OWN_CONFIGS = [(*CONFIGS[0], F64), (*CONFIGS[1], F64), (6, 3, 10, 1, 6, F32)]
+PIECES = ("ln1", "ln2", "attn", "ffn")
 
 
-def _from_your_parts(parts, x, state, norm_first, causal):
-    """The block as the trusted side wires it from the student's own ln1, ln2 and attn (the feed-forward
-    sublayer, nn.Linear-ReLU-nn.Linear by the contract, computed here), in the asked norm order, and the same
-    parts wired in the other order: the wiring the check must be able to tell apart."""
+def _your_block(student, d, h, d_ff, norm_first, state, seed, dtype):
+    """The student's block in `dtype` holding the test's weights under whichever of its parameter names match
+    them (random ones under the others: a LayerNorm whose parameters are named gamma/beta still gets distinct
+    values in ln1 and ln2), and its own ln1, ln2, attn and ffn as it holds them."""
+    block = C.new(student, "TransformerBlock", d, h, d_ff, norm_first=norm_first)
+    if dtype != F32:
+        block.to(dtype)
+    block.load_fitting(state, seed=seed)
+    return block, {name: block.child(name) for name in PIECES}
+
+
+def _expect_distinct_norms(block, parts):
+    """ln1 and ln2 must be two modules: the same parameters in both after distinct values were loaded (one
+    module under two names) would make the composition below agree with a block that uses one norm twice.
+    A LayerNorm without registered parameters cannot be told from the other; that is Part 1's to mark."""
+    first, second = parts["ln1"].named_parameters(), parts["ln2"].named_parameters()
+    if first and first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first):
+        C.fail(f"{block.label}: its ln1 and ln2 hold the same parameters after different values were loaded "
+               "into them: one LayerNorm under two names (self.ln2 = self.ln1?), so the block's wiring cannot be "
+               "judged on your own parts; give each sublayer its own LayerNorm")
+
+
+def _from_your_parts(parts, x, norm_first, causal):
+    """The block as the trusted side wires it from the student's own ln1, ln2, attn and ffn (as the student's
+    block holds them), in the asked norm order, and the same parts wired in the other order: the wiring the
+    check must be able to tell apart.  Run inside OwnParts.compose: a piece that raises fails there."""
     def run(name, t):
         """The part's output, and t as the part left it: a part that changes its input in place changes the
         block's residual too, and that is the part's mistake, judged (and charged) in its own Part."""
         module = parts[name]
-        what = f"your {module.label} on the block's intermediate values (float64)"
+        what = f"your {module.label} on the block's intermediate values ({C.describe_value(x.dtype)})"
         with C.student_code(f"running {what}"):
             value, left, _ = module.handle.forward_inputs(t, **({"causal": causal} if name == "attn" else {}))
-        return (C.expect_tensor(value, what=what, shape=t.shape, dtype=F64),
-                C.expect_tensor(left[0].value, what=f"the input {what} left", shape=t.shape, dtype=F64))
-
-    def ffn(t):
-        return F.linear(F.relu(F.linear(t, state["ffn.0.weight"], state["ffn.0.bias"])), state["ffn.2.weight"],
-                        state["ffn.2.bias"])
+        return (C.expect_tensor(value, what=what, shape=t.shape, dtype=x.dtype),
+                C.expect_tensor(left[0].value, what=f"the input {what} left", shape=t.shape, dtype=x.dtype))
 
     def pre_norm():  # x + attn(ln1(x)) adds the x that ln1 and attn left, as Python evaluates it
         normed, x_left = run("ln1", x)
         attended, _ = run("attn", normed)
         y = x_left + attended
         normed, y_left = run("ln2", y)
-        return y_left + ffn(normed)
+        return y_left + run("ffn", normed)[0]
 
     def post_norm():
         attended, x_left = run("attn", x)
         y, _ = run("ln1", x_left + attended)
-        return run("ln2", y + ffn(y))[0]
+        fed, y_left = run("ffn", y)
+        return run("ln2", y_left + fed)[0]
 
     return (pre_norm(), post_norm()) if norm_first else (post_norm(), pre_norm())
 
@@ -375,29 +390,39 @@ def _from_your_parts(parts, x, state, norm_first, causal):
 def test_block_is_right_on_your_own_parts(student):
     """TransformerBlock's own logic, judged on the student's own parts (no points of its own: when it passes
     and Part 1, 2 or 3 lost points, this part's failed checks are carried forward from there).  Its output
-    equals the trusted side's residual connections and norm order around the student's own LayerNorm and
-    MultiHeadAttention holding the same weights (float64, both norm orders, causal and not)."""
-    for i in (0, 1):
-        d, h, d_ff, b, s = CONFIGS[i]
-        state = block_state("", d, d_ff, seed=3000 + 100 * i, dtype=F64)
-        parts = _your_parts(student, state, d, h)
-        x = C.randn(b, s, d, seed=3005 + 100 * i, dtype=F64, std=1.5)
+    equals the trusted side's residual connections and norm order around the block's own ln1, ln2, attn and
+    ffn, as the block holds them after the test's weights were loaded wherever their names match (float64,
+    both norm orders, causal and not; and seq_len == d_model in float32).  A setting where one of those parts raises is
+    Part 1's, 2's or 3's failure: skipped, if the block fails there too; the check fails as "cannot be judged"
+    only when no setting could be judged, or the parts are too degenerate to tell the norm orders apart
+    anywhere (C.OwnParts).  What it cannot tell apart: which of ln1 and ln2 each sublayer uses, when the
+    student's LayerNorm registers no parameters (both then hold the same values, their own)."""
+    own = C.OwnParts("your TransformerBlock")
+    for i, (d, h, d_ff, b, s, dtype) in enumerate(OWN_CONFIGS):
+        state = block_state("", d, d_ff, seed=3000 + 100 * i, dtype=dtype)
+        x = C.randn(b, s, d, seed=3005 + 100 * i, dtype=dtype, std=1.5)
         for norm_first in (False, True):
-            module = _build(student, d, h, d_ff, norm_first, state, F64)
+            block, parts = _your_block(student, d, h, d_ff, norm_first, state, 3010 + 100 * i, dtype)
+            if i == 0 and not norm_first:
+                _expect_distinct_norms(block, parts)
             for causal in (False, True):
-                expected, other_order = _from_your_parts(parts, x, state, norm_first, causal)
-                atol = C.composition_tolerance(expected)
-                if C.is_close(other_order, expected, atol=100 * atol):
-                    C.fail(f"{module.label}: your LayerNorm and MultiHeadAttention give outputs too degenerate "
-                           "to tell the two norm orders apart, so the block's wiring cannot be judged on them; "
-                           "fix Parts 1 and 3 first")
-                C.assert_close(module(x, causal=causal), expected, atol=atol, dtype=F64,
-                               what=f"{module.label} forward (causal={causal}) against the same wiring of your own "
-                                    "LayerNorm and MultiHeadAttention",
+                label = f"{block.label} forward (causal={causal}, x {C.describe_value(x)})"
+                composed = own.compose(label, lambda: _from_your_parts(parts, x, norm_first, causal))
+                if composed is None:
+                    own.expect_fails_too(label, lambda: block(x, causal=causal))
+                    continue
+                expected, other_order = composed
+                atol = C.composition_tolerance(expected, dtype)
+                C.assert_close(block(x, causal=causal), expected, atol=atol, dtype=dtype,
+                               what=f"{label} against the same wiring of its own ln1, ln2, attn and ffn",
                                inputs={"x": x, "causal": causal, "weights": "random, LayerNorm weights/biases included"},
                                mistakes=[(f"your output matches the {'post' if norm_first else 'pre'}-norm wiring "
                                           f"of your parts, but norm_first={norm_first} asks for "
                                           f"{'pre' if norm_first else 'post'}-norm", other_order)])
+                own.judged(label, discriminating=not C.is_close(other_order, expected, atol=100 * atol),
+                           degenerate="your LayerNorm and MultiHeadAttention give outputs too degenerate to tell "
+                                      "the two norm orders apart")
+    own.finish()
 
 
 def test_block_forward_leaves_its_input_alone(student):

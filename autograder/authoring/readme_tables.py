@@ -81,7 +81,7 @@ CHECKS_SUMMARIES: dict[str, str] = {
     # tolerance
     "DEFAULT_FACTOR": "the safety factor over the reference's own float32 error (docs/tolerances.md)",
     "reference_tolerance": "evaluates `reference(dtype)` in float64 and float32; returns the float64 reference and the `atol` for an output of `dtype`",
-    "composition_tolerance": "the `atol` between the student's whole module and the trusted composition of the student's own pieces (own_parts checks)",
+    "composition_tolerance": "the `atol` between the student's whole module and the trusted composition of the student's own pieces (own_parts checks), for a setting run in `dtype`",
     # comparison
     "assert_close": "the value check: type, shape, dtype, then the tolerance; a hint when the output matches a known mistake; attaches an error map",
     "expect_equal": "exact equality (values and dtype) for discrete outputs such as masks, with hints for known mistakes",
@@ -90,6 +90,8 @@ CHECKS_SUMMARIES: dict[str, str] = {
     "check_causal_jacobian": "the gradient of each output position with respect to later input positions must be exactly 0 (and nonzero at earlier ones for `must_matter`)",
     "check_causal_perturbation": "moving the inputs at positions after t must leave the outputs up to t bit-identical",
     "check_depends_on_future": "without the causal flag, output position 0 must change when later positions do",
+    # own_parts
+    "OwnParts": "an own-parts check's configurations: `compose` from the student's pieces (a piece failing skips the configuration, and `expect_fails_too` asks the whole to fail there as well), `judged`, then `finish` fails \"cannot be judged on your own parts\" only when no configuration was judged",
 }
 
 # the module wrapper `C.new` returns (autograder.judging.checks.calls.Module)
@@ -103,6 +105,8 @@ MODULE_SUMMARIES: dict[str, str] = {
     "to": "cast the module to `dtype`",
     "info": "its type name, its direct submodules' type names, its plain attributes, every submodule's training "
             "flag and every parameter's requires_grad (`ModuleInfo`)",
+    "child": "the submodule registered under an attribute name, as a module wrapper of its own (the same object)",
+    "load_fitting": "load non-strictly the test's weights where the module's parameter names and shapes match, seeded random values under its other parameters (own-parts checks)",
 }
 
 
@@ -125,7 +129,7 @@ def checks_table() -> str:
 
     # grouped by the module of each name's job, in the order the package's docstring gives them
     order = ["inputs", "caching", "failing", "calls", "kinds", "shapes", "structure", "tolerance", "comparison",
-             "causality", "untouched"]
+             "causality", "untouched", "own_parts"]
     names = list(checks.__all__)
     _checked(CHECKS_SUMMARIES, names, "autograder.judging.checks")
 

@@ -122,6 +122,12 @@ class Server:
             raise LookupError("unknown object")
         return self.objects[key]
 
+    def keep(self, obj: Any) -> int:
+        """The key the grader will name `obj` by in later requests."""
+        key = len(self.objects) + 1
+        self.objects[key] = obj
+        return key
+
     def input_state(self, value: Any) -> Any:
         """[tensor, requires_grad, whether .grad is set] for a tensor argument after a call, else None."""
         torch = self.torch
@@ -145,11 +151,13 @@ class Server:
         if op == "call_inputs":  # the call, and what it left of each tensor it was given
             return self.leaving_inputs(self.lookup(request.get("name")), args, kwargs)
         if op == "new":
-            obj = self.lookup(request.get("name"))(*args, **kwargs)
-            key = len(self.objects) + 1
-            self.objects[key] = obj
-            return key
+            return self.keep(self.lookup(request.get("name"))(*args, **kwargs))
         obj = self.object_by_key(request.get("obj"))
+        if op == "child":  # a submodule, by its attribute name: a handle of its own, like new's
+            name = request.get("name")
+            if type(name) is not str:
+                raise LookupError("a submodule is named by a string")
+            return self.keep(obj.get_submodule(name))  # one module under two names is found under both
         if op == "forward":
             return obj(*args, **kwargs)
         if op == "forward_inputs":  # forward, and what it left of each tensor it was given

@@ -26,6 +26,7 @@ STARTUP_SECONDS = 60.0  # interpreter and torch start-up, before the first cell
 LOAD_SHARE = 0.5  # of the whole-submission limit, the most that running the notebook's cells may take
 LOAD_GRACE_SECONDS = 5.0  # the child stops loading on its own first; this is the judge's backstop
 MAX_RESTARTS = 20  # the time budget is the real bound; this only stops a pathological restart loop
+MAX_OBJECTS = 1_000_000  # keys of one child's objects; a handle is generation * MAX_OBJECTS + key
 
 
 def _tensor_bytes(value: Any) -> tuple[str, tuple[int, ...], bytes] | None:
@@ -261,9 +262,9 @@ class RemoteSubmission(Submission):
             return None
         if not isinstance(value, RemoteModule) or value.owner is not self:
             raise SubmissionBroken("a module of another submission cannot be passed to this one")
-        if value.key // 1_000_000 != self.generation:
+        if value.key // MAX_OBJECTS != self.generation:
             raise SubmissionBroken("this object was lost when the submission's process was restarted")
-        return value.key % 1_000_000
+        return value.key % MAX_OBJECTS
 
     # one request -------------------------------------------------------------------------------------------
     def request(self, op: str, *, name: str | None = None, obj: int | None = None, args: Sequence[Any] = (),
@@ -274,11 +275,11 @@ class RemoteSubmission(Submission):
         if late := self._out_of_time():
             raise SubmissionBroken(late)
         self._ensure_running()
-        if obj is not None and obj // 1_000_000 != self.generation:
+        if obj is not None and obj // MAX_OBJECTS != self.generation:
             raise SubmissionBroken("this object was lost when the submission's process was restarted")
         encoder = protocol.Encoder(_tensor_bytes, self._object_key)
         header = {"op": op, "id": next(self.ids), "name": name,
-                  "obj": None if obj is None else obj % 1_000_000, "args": encoder.encode(list(args)),
+                  "obj": None if obj is None else obj % MAX_OBJECTS, "args": encoder.encode(list(args)),
                   "kwargs": encoder.encode(dict(kwargs or {})), "cotangents": encoder.encode(list(cotangents))}
         sandbox = self.sandbox
         own_limit = self.limits.request_timeout + 2.0
@@ -329,10 +330,15 @@ class RemoteSubmission(Submission):
         return _vjp_result(self.request("vjp", name=function, args=args, kwargs=kwargs, cotangents=cotangents))
 
     def new(self, class_name: str, *args: Any, **kwargs: Any) -> ModuleHandle:
-        key = self.request("new", name=class_name, args=args, kwargs=kwargs)
-        if type(key) is not int:
-            raise SubmissionBroken("malformed answer from the submission's process")
-        handle = self.generation * 1_000_000 + key
+        return self.adopt(self.request("new", name=class_name, args=args, kwargs=kwargs), class_name)
+
+    def adopt(self, key: Any, class_name: str) -> "RemoteModule":
+        """The handle of the object the child keeps under `key` (its reply to new or child): an int the child's
+        key space can hold, else the reply is malformed (a key of another generation would name a lost object)."""
+        if type(key) is not int or not 0 < key < MAX_OBJECTS:
+            self._fail("malformed answer from the submission's process (not an object key)")
+            raise SubmissionBroken(self.broken_reason)
+        handle = self.generation * MAX_OBJECTS + key
         self.class_of[handle] = class_name
         return RemoteModule(self, handle)
 
@@ -421,6 +427,9 @@ class RemoteModule(ModuleHandle):
 
     def to(self, dtype):
         self._ask("to", kwargs={"dtype": str(dtype).removeprefix("torch.")})
+
+    def child(self, name: str) -> ModuleHandle:
+        return self.owner.adopt(self._ask("child", name=name), f"{self.owner.class_of.get(self.key, '?')}.{name}")
 
     def info(self):
         value = self._ask("info")

@@ -106,6 +106,11 @@ class ModuleHandle(abc.ABC):
     @abc.abstractmethod
     def info(self) -> ModuleInfo: ...
 
+    @abc.abstractmethod
+    def child(self, name: str) -> "ModuleHandle":
+        """The submodule under attribute `name` (nn.Module.get_submodule: dotted names reach deeper), as a handle
+        of its own: the same object the module holds, so what is loaded into one is seen by the other."""
+
 
 @dataclass
 class TensorState:
@@ -225,6 +230,9 @@ class _LocalModule(ModuleHandle):
 
     def to(self, dtype):
         _guarded(self.module.to, dtype)
+
+    def child(self, name):
+        return _LocalModule(_guarded(self.module.get_submodule, name))
 
     def info(self):
         plain = {k: v for k, v in vars(self.module).items() if type(v) in (bool, int, float, str)}

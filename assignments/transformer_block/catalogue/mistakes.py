@@ -136,6 +136,12 @@ MISTAKES: list[Entry] = [
     Entry("LayerNorm-random-init", "weight initialised randomly instead of to ones", LN,
           (M("self.weight = nn.Parameter(torch.ones(d_model))", "self.weight = nn.Parameter(torch.randn(d_model))"),),
           hint="must be initialised to ones"),
+    Entry("LayerNorm-gamma-beta", "parameters named gamma and beta (torch.nn.LayerNorm's are weight and bias): "
+          "nothing loads into them by name, so the block is judged on the weights its own LayerNorms hold", LN,
+          (M("self.weight = nn.Parameter(torch.ones(d_model))", "self.gamma = nn.Parameter(torch.ones(d_model))"),
+           M("self.bias = nn.Parameter(torch.zeros(d_model))", "self.beta = nn.Parameter(torch.zeros(d_model))"),
+           M("return layer_norm(x, self.weight, self.bias, self.eps)",
+             "return layer_norm(x, self.gamma, self.beta, self.eps)"))),
     # --- attention -----------------------------------------------------------------------------------------
     Entry("att-no-scaling", "softmax(q k^T) without 1/sqrt(d_k)", ATT,
           (M(_SCORES, "scores = q @ k.transpose(-2, -1)"),), hint="without scaling"),
@@ -179,6 +185,13 @@ MISTAKES: list[Entry] = [
           "never numerically wrong)", ATT,
           (M(_TRIL, "return torch.ones(seq_len, seq_len, device=device).tril()"),
            M(_FILL, 'scores = scores.masked_fill(mask == 0, float("-inf"))')),
+          hint="torch.bool"),
+    Entry("att-float-mask-everywhere", "causal_mask returns a float 0/1 mask that the student's attention reads "
+          "as mask == 0 throughout: right on its own, but MultiHeadAttention's mask & keys_kept raises on it, so "
+          "the causal padded settings cannot be judged on the student's own attention", ATT,
+          (M(_TRIL, "return torch.ones(seq_len, seq_len, device=device).tril()"),
+           M(_FILL, 'scores = scores.masked_fill(mask == 0, float("-inf"))'),
+           M(_NOTHING_ZERO, "return weights if mask is None else weights.masked_fill(mask == 0, 0.0)")),
           hint="torch.bool"),
     # --- multi_head_attention ------------------------------------------------------------------------------
     Entry("mha-heads-view-without-transpose", "heads split with view(B, H, S, d_head): mixes positions (and "

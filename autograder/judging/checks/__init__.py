@@ -5,7 +5,7 @@ use, each from the module of its job: `inputs` (seeded inputs and random paramet
 `failing` (`fail`, `evidence_on_failure`), `calls` (requests to the submission and how they are described),
 `kinds`, `shapes` and `structure` (what was returned and what a module holds), `tolerance` and `comparison`
 (numbers against the reference), `causality` (future dependence), `untouched` (inputs a function must leave
-alone), and the evidence the feedback draws (`mismatch`, `dependence`).
+alone), `own_parts` (a part judged on the student's own earlier pieces, configuration by configuration), and the evidence the feedback draws (`mismatch`, `dependence`).
 
 Every student-facing failure goes through `fail()` (pytest's Failed with pytrace=False and no chained
 exception context), so a student sees what was compared, on which input (sizes, dtypes, settings; never
@@ -27,6 +27,7 @@ from autograder.judging.checks.failing import evidence_on_failure, fail
 from autograder.judging.checks.inputs import (MHA_PROJECTIONS, cast_floats, generator, layer_norm_state,
                                               linear_state, mha_state, randn, random_bool_mask, tril_mask)
 from autograder.judging.checks.kinds import kind_of
+from autograder.judging.checks.own_parts import OwnParts
 from autograder.judging.checks.shapes import expect_exact_type, expect_number, expect_tensor
 from autograder.judging.checks.structure import expect_parameters
 from autograder.judging.checks.tolerance import DEFAULT_FACTOR, composition_tolerance, reference_tolerance
@@ -34,7 +35,7 @@ from autograder.judging.checks.untouched import (call_leaving_inputs, expect_unc
                                                 forward_leaving_inputs, module_state)
 
 __all__ = [
-    "DEFAULT_FACTOR", "MHA_PROJECTIONS", "assert_close", "call", "call_leaving_inputs", "cast_floats",
+    "DEFAULT_FACTOR", "MHA_PROJECTIONS", "OwnParts", "assert_close", "call", "call_leaving_inputs", "cast_floats",
     "check_causal_jacobian",
     "check_causal_perturbation", "check_depends_on_future", "composition_tolerance", "describe_call",
     "describe_inputs", "describe_value", "evidence_on_failure", "expect_equal", "expect_exact_type", "expect_number",

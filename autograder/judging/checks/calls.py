@@ -13,6 +13,7 @@ import torch
 
 from autograder.judging.checks.failing import fail
 from autograder.judging.checks.kinds import dtype_name
+from autograder.judging.checks.own_parts import fill_parameters
 from autograder.judging.checks.structure import expect_parameters
 from autograder.model.submission import ModuleHandle, StudentError, Submission
 
@@ -155,6 +156,18 @@ class Module:
     def info(self):
         with student_code(f"inspecting {self.label}"):
             return self.handle.info()
+
+    def child(self, name: str) -> "Module":
+        """The submodule the module holds under attribute `name`, as a module wrapper of its own (the same
+        object: what the parent loads or casts, it holds too)."""
+        with student_code(f"taking the submodule '{name}' of {self.label}"):
+            return Module(self.handle.child(name), f"{self.label}.{name}")
+
+    def load_fitting(self, state: Mapping[str, torch.Tensor], *, seed: int) -> None:
+        """Load, non-strictly, the test's weights under the module's own parameter names that match them and
+        seeded random values under its others (own_parts.fill_parameters): for own-parts checks, which judge
+        a module on whatever weights it holds, so misnamed or unregistered parameters do not stop them."""
+        self.load_state_dict(fill_parameters(self.named_parameters(), state, seed=seed), strict=False)
 
 
 def expect_raises(exc_type: type[BaseException], action: Callable[[], Any], *, what: str) -> StudentError:
