@@ -83,6 +83,13 @@ def vjp(student: Submission, function: str, args: Sequence[Any], kwargs: Mapping
         return student.vjp(function, list(_handles(args)), _handles(dict(kwargs)), list(cotangents))
 
 
+def rng(student: Submission, state: int | torch.Tensor | None = None) -> torch.Tensor:
+    """torch's global RNG state in the submission's process, then set to `state` (an int: torch.manual_seed)."""
+    doing = f"seeding torch with torch.manual_seed({state})" if type(state) is int else "setting torch's RNG state"
+    with student_code(doing):
+        return student.rng(state)
+
+
 def new(student: Submission, class_name: str, *args: Any, **kwargs: Any) -> "Module":
     label = describe_call(class_name, args, kwargs)
     with student_code(f"creating {label}"):
@@ -109,6 +116,13 @@ class Module:
         with student_code(f"back-propagating through {self.label} on "
                           f"{describe_call('', args, kwargs)[1:-1]}"):
             return self.handle.vjp(list(_handles(args)), _handles(dict(kwargs)), list(cotangents))
+
+    def parameter_vjp(self, args: Sequence[Any], kwargs: Mapping[str, Any], cotangents: Sequence[torch.Tensor]
+                      ) -> tuple[Any, list[dict[str, torch.Tensor | None]]]:
+        """The forward, and the gradients of (output * c).sum() with respect to the module's named parameters."""
+        with student_code(f"back-propagating through {self.label} to its parameters on "
+                          f"{describe_call('', args, kwargs)[1:-1]}"):
+            return self.handle.parameter_vjp(list(_handles(args)), _handles(dict(kwargs)), list(cotangents))
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         with student_code(f"calling state_dict() on {self.label}"):
