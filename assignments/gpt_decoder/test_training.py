@@ -220,8 +220,9 @@ def _loop_mistakes(student, seed, theta, grads, batches):
     ]
 
 
-_ADVICE = (" A different first loss means another model or other data: call torch.manual_seed(seed) first of all, "
-           "then build GPT(16, 32, 2, 64, 1, 32), and draw toy_batch(16) at every step.",
+_ADVICE = (" A different first loss means another model, other data or another loss: call torch.manual_seed(seed) "
+           "first of all, then build GPT(16, 32, 2, 64, 1, 32), draw toy_batch(16) at every step, and take the "
+           "mean cross-entropy over all 16 x 23 predictions.",
            " Follow the recipe: Adam(model.parameters(), lr=1e-2); at every step the loss of the logits of "
            "tokens[:, :-1] against tokens[:, 1:], then zero_grad, backward, step.")
 
