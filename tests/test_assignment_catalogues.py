@@ -157,3 +157,46 @@ def test_one_mistake_costs_the_parts_built_on_it_one_check_at_most(graded, entry
     # and names the part to fix first
     part = CATALOGUES["transformer_block"].entry(entry).part
     assert f"({part})" in failed_tests(result, CARRIED[entry][0])[0]["output"]
+
+
+# --- gpt_decoder's own: the parts built on a bug's part judged on the student's own pieces ---------------------
+
+# bug -> the parts built on its part that must be carried forward: each keeps all but end_to_end_share (5 %) of
+# its points, and every failure there says where it comes from
+GPT_CARRIED = {"kv-plain-tensor-attributes": ["gpt", "generate"], "attn-rope-on-queries-only": ["training"],
+               "attn-heads-view-without-transpose": ["training"], "gpt-learned-position-table": ["generate", "training"],
+               "gpt-blocks-in-python-list": ["generate", "training"], "gpt-one-block-repeated": ["generate"],
+               "gpt-returns-probabilities": ["training"]}
+# bugs whose pieces cannot be judged further on: the own-parts check of each part says so
+GPT_UNJUDGEABLE = {"attn-uses-torch-sdpa": ["gpt", "generate", "training"], "attn-mask-excludes-diagonal": ["training"]}
+OWN_PARTS_CHECK = {"gpt": "test_gpt_is_right_on_your_own_attention",
+                   "generate": "test_generate_matches_greedy_decoding_with_your_own_model",
+                   "training": "test_training_is_right_on_your_own_model"}
+TRAINING_LOOP_BUGS = [e.name for e in CATALOGUES["gpt_decoder"].entries() if e.part == "training"]
+
+
+@pytest.mark.parametrize("entry", sorted(GPT_CARRIED))
+def test_gpt_decoder_bug_costs_the_parts_built_on_it_the_end_to_end_share_only(graded, entry):
+    result = graded("gpt_decoder")[entry]
+    for part in GPT_CARRIED[entry]:
+        earned, points = result["parts"][part]
+        assert 0 < points - earned <= 0.05 * points + 1e-6, f"{part}: {describe_result(result)}"
+        failed = [t for t in failed_tests(result, part) if t["name"] != OWN_PARTS_CHECK[part]]
+        assert failed and all(t["output"].startswith("Carried forward from ") for t in failed), describe_result(result)
+
+
+@pytest.mark.parametrize("entry", sorted(GPT_UNJUDGEABLE))
+def test_gpt_decoder_parts_that_cannot_be_judged_say_so(graded, entry):
+    result = graded("gpt_decoder")[entry]
+    for part in GPT_UNJUDGEABLE[entry]:
+        own = [t for t in failed_tests(result, part) if t["name"] == OWN_PARTS_CHECK[part]]
+        assert own and "cannot be judged on your own parts" in own[0]["output"], describe_result(result)
+        if entry == "attn-uses-torch-sdpa":
+            assert "forbidden operation" in own[0]["output"], own[0]["output"]
+
+
+@pytest.mark.parametrize("entry", TRAINING_LOOP_BUGS)
+def test_gpt_decoder_training_own_parts_check_fails_on_every_loop_bug(graded, entry):
+    """else a loop bug beside a model bug would be carried forward as the model bug's"""
+    names = [t["name"] for t in failed_tests(graded("gpt_decoder")[entry], "training")]
+    assert OWN_PARTS_CHECK["training"] in names, names

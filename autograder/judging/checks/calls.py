@@ -48,6 +48,10 @@ def student_error_message(err: StudentError, doing: str) -> str:
     if err.type_name == "NameError" and "is not defined" in err.message and doing.startswith("calling"):
         return f"While {doing}: {err.message}. Does your submission define it at the top level of the file?"
     text = err.message if len(err.message) <= _MAX_ERROR_TEXT else err.message[:_MAX_ERROR_TEXT] + " ..."
+    if err.type_name == "ForbiddenOperation":  # the sandbox's refusal (autograder.child.forbidden): nothing ran
+        return (f"While {doing}, your code reached an operation the grader does not run (ForbiddenOperation), so "
+                f"this cannot be judged until the code that calls it is fixed (the part that asks you to build it "
+                f"says so too): {text}")
     return f"While {doing}, your code raised {err.type_name}" + (f": {text}" if text else "")
 
 
