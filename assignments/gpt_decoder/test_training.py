@@ -120,18 +120,32 @@ def _cross_entropy(logits, tokens, what):
     return loss.item(), leaf.grad
 
 
-def _adam(params, lr):
-    leaves = {n: p.detach().clone().requires_grad_(True) for n, p in params.items()}
-    return leaves, torch.optim.Adam(leaves.values(), lr=lr)
+class Adam:
+    """torch.optim.Adam's step as it runs on the CPU by default (one tensor at a time, no weight decay, no
+    amsgrad), written out operation for operation: the same values as torch's class, without the 3 s its first
+    construction costs a grading process (it imports torch._dynamo).  A parameter without a gradient (None, as
+    after zero_grad) is left alone and its state not started, as there."""
 
+    def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-8):
+        self.params = {n: p.detach().clone() for n, p in params.items()}
+        self.lr, (self.beta1, self.beta2), self.eps = lr, betas, eps
+        self.state = {}
 
-def _step(leaves, optimizer, grads):
-    """One optimizer step with the given gradients (None: the parameter had none, as after zero_grad)."""
-    for name, leaf in leaves.items():
-        grad = grads.get(name)
-        leaf.grad = None if grad is None else grad.detach().clone()
-    optimizer.step()
-    return {n: leaf.detach().clone() for n, leaf in leaves.items()}
+    def step(self, grads):
+        """One step with these gradients (name -> tensor or None); returns the new parameters."""
+        for name, param in self.params.items():
+            grad = grads.get(name)
+            if grad is None:
+                continue
+            exp_avg, exp_avg_sq, step = self.state.get(name) or (torch.zeros_like(param), torch.zeros_like(param), 0.0)
+            step += 1
+            exp_avg.lerp_(grad, 1 - self.beta1)
+            exp_avg_sq.mul_(self.beta2).addcmul_(grad, grad, value=1 - self.beta2)
+            step_size = self.lr / (1 - self.beta1 ** step)
+            denom = (exp_avg_sq.sqrt() / (1 - self.beta2 ** step) ** 0.5).add_(self.eps)
+            param.addcdiv_(exp_avg, denom, value=-step_size)
+            self.state[name] = (exp_avg, exp_avg_sq, step)
+        return {n: p.clone() for n, p in self.params.items()}
 
 
 def _toy_batch(student):
@@ -152,7 +166,7 @@ def _recipe_on_your_model(student, seed, steps):
     C.rng(student, seed)
     model = C.new(student, "GPT", *RECIPE_GPT)
     theta = [model.named_parameters()]
-    leaves, optimizer = _adam(theta[0], LR)
+    optimizer = Adam(theta[0], LR)
     losses, batches, grads = [], [], []
     for step in range(steps):
         tokens = _toy_batch(student)
@@ -175,8 +189,7 @@ def _recipe_on_your_model(student, seed, steps):
         losses.append(loss)
         batches.append(tokens)
         grads.append(grad)
-        theta.append(_step(leaves, optimizer, grad))
-        optimizer.zero_grad()
+        theta.append(optimizer.step(grad))
         model.load_weights(theta[-1])
     return losses, theta, grads, batches
 
@@ -197,12 +210,12 @@ def _loop_mistakes(student, seed, theta, grads, batches):
         model.load_weights(weights)
         return _cross_entropy(model(inputs), targets, f"{model.label} logits")[0]
 
-    lr_default = _step(*_adam(theta[0], 1e-3), grads[0])
-    leaves, optimizer = _adam(theta[0], LR)
-    _step(leaves, optimizer, grads[0])
+    lr_default = Adam(theta[0], 1e-3).step(grads[0])
+    optimizer = Adam(theta[0], LR)
+    optimizer.step(grads[0])
     summed = {n: g if grads[0].get(n) is None else grads[0][n] if g is None else g + grads[0][n]
               for n, g in grads[1].items()}
-    accumulated = _step(leaves, optimizer, summed)
+    accumulated = optimizer.step(summed)
     first = batches[0]
     return [
         ("optimizer.step() is never called, so the weights never change", 1,
