@@ -8,7 +8,11 @@ that object to the student's `generate`.  Two references:
     the cache, then each new token alone at its own position), argmax of the last position taken by the test.
     This one isolates `generate` from the model: a wrong model (a wrong cache included) decoded faithfully
     still matches it.  It is the part's own-parts check (rubric.toml): it carries no points, and when it
-    passes the points lost to an earlier part's bug are carried forward from there.
+    passes the points lost to an earlier part's bug are carried forward from there.  It takes the student's
+    model as it is: built after the same seed for every copy, loaded with the test's weights wherever a
+    parameter has the contract's name and shape (a position table, blocks in a Python list or one block
+    repeated keep their own), in float64, else in float32 (a cache that does not follow .to()); a case on
+    which the model itself raises is skipped, and the check fails when none can be judged.
 
 Tokens are compared exactly.  In float64 and with these weights the two largest logits of every step of the
 reference's greedy decoding differ by more than 0.01 (checked when the seeds were picked), far above any

@@ -19,6 +19,14 @@ last 20 of 200: 0.61 - 0.73 (0.57 - 0.74 after 300).  Known bugs, same measures:
 The checks train for 200 steps, not the notebook's 300: the same bugs are caught a third cheaper.  Mean of
 losses 131-150 below 1.2; mean of the last 20 in (0.40, 1.2) and at least 1.0 below the mean of the first 10;
 two runs of 6 steps with seed 1 identical, and different from seed 2.
+
+The own-parts check (rubric.toml's `own_parts`; no points of its own) judges the loop on the student's own GPT:
+the trusted side runs the recipe's first 4 steps around it (the seed, the model and the batches drawn in the
+student's process, in the recipe's order; the loss, its gradient and Adam's steps here, the parameters'
+gradients from the student's process), and the student's first 4 losses must be the same.  It fails, instead
+of passing vacuously, when on the student's GPT a catalogued loop mistake would give the same losses, or the
+loss is not finite (a NaN from the attention, say).  When it passes and Part 1, 2 or 3 lost points, a model bug
+that changes the loss curve is carried forward here instead of costing this part's checks again.
 """
 from __future__ import annotations
 
