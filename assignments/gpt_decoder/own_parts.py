@@ -35,15 +35,8 @@ def pieces() -> Iterator[None]:
         raise Unrunnable(str(getattr(failure, "msg", failure))) from None
 
 
-FORBIDDEN = "ForbiddenOperation"  # what the sandbox raises for torch's own implementation of a graded op
-
-
 def cannot_be_judged(what: str, reason: str, fix: str) -> NoReturn:
-    """Fail: no configuration of the check could be judged; `reason` says what the student's pieces did on the
-    last one tried (a failure they gave, as the student saw it)."""
-    if FORBIDDEN in reason:
-        C.fail(f"{what} cannot be judged on your own parts: they use a forbidden operation (torch's own "
-               f"implementation of what an earlier part asks you to write), which the grader does not run; {fix} "
-               f"first. {reason}")
+    """Fail: no configuration of the check could be judged; `reason` is what the student's pieces did on the
+    last one tried, as the student saw it (a forbidden operation says so there: autograder.judging.checks.calls)."""
     C.fail(f"{what} cannot be judged on your own parts, which could not be run on this check's inputs; {fix} first. "
            f"{reason}")
