@@ -12,8 +12,8 @@ sandboxed child, hidden suites, rubric), then checked entry by entry:
 
 Each catalogue is graded once per test run, here and nowhere else (tests/test_check_suite.py checks that no
 other test file grades one): this file runs whole on one worker.  What one assignment's grades must show
-besides (transformer_block's and gpt_decoder's mistakes carried forward) is at the end; its catalogue's other rules are in
-tests/test_catalogue.py.
+besides (transformer_block's and gpt_decoder's mistakes carried forward) is at the end; its catalogue's other
+rules are in tests/test_catalogue.py.
 """
 from __future__ import annotations
 
