@@ -12,8 +12,8 @@ sandboxed child, hidden suites, rubric), then checked entry by entry:
 
 Each catalogue is graded once per test run, here and nowhere else (tests/test_check_suite.py checks that no
 other test file grades one): this file runs whole on one worker.  What one assignment's grades must show
-besides (transformer_block's mistakes carried forward) is at the end; its catalogue's other rules are in
-tests/test_catalogue.py.
+besides (transformer_block's and gpt_decoder's mistakes carried forward) is at the end; its catalogue's other
+rules are in tests/test_catalogue.py.
 """
 from __future__ import annotations
 
@@ -184,3 +184,47 @@ def test_a_mistake_costs_the_parts_built_on_it_their_end_to_end_share_at_most(gr
         assert 0 < points - earned <= shares[part] * points + 1e-3, f"{part}: {describe_result(result)}"
         failed = failed_tests(result, part)
         assert failed and all(t["output"].startswith("Carried forward from ") for t in failed), describe_result(result)
+
+
+# --- gpt_decoder's own: the parts built on a bug's part judged on the student's own pieces ---------------------
+
+# bug -> the parts built on its part that must be carried forward: each keeps all but end_to_end_share (5 %) of
+# its points, and every failure there says where it comes from
+GPT_CARRIED = {"kv-plain-tensor-attributes": ["gpt", "generate"], "attn-rope-on-queries-only": ["training"],
+               "attn-heads-view-without-transpose": ["training"],
+               "gpt-learned-position-table": ["generate", "training"],
+               "gpt-blocks-in-python-list": ["generate", "training"], "gpt-one-block-repeated": ["generate"],
+               "gpt-returns-probabilities": ["training"]}
+# bugs whose pieces cannot be judged further on: the own-parts check of each part says so
+GPT_UNJUDGEABLE = {"attn-uses-torch-sdpa": ["gpt", "generate", "training"], "attn-mask-excludes-diagonal": ["training"]}
+OWN_PARTS_CHECK = {"gpt": "test_gpt_is_right_on_your_own_attention",
+                   "generate": "test_generate_matches_greedy_decoding_with_your_own_model",
+                   "training": "test_training_is_right_on_your_own_model"}
+TRAINING_LOOP_BUGS = [e.name for e in CATALOGUES["gpt_decoder"].entries() if e.part == "training"]
+
+
+@pytest.mark.parametrize("entry", sorted(GPT_CARRIED))
+def test_gpt_decoder_bug_costs_the_parts_built_on_it_the_end_to_end_share_only(graded, entry):
+    result = graded("gpt_decoder")[entry]
+    for part in GPT_CARRIED[entry]:
+        earned, points = result["parts"][part]
+        assert 0 < points - earned <= 0.05 * points + 1e-6, f"{part}: {describe_result(result)}"
+        failed = [t for t in failed_tests(result, part) if t["name"] != OWN_PARTS_CHECK[part]]
+        assert failed and all(t["output"].startswith("Carried forward from ") for t in failed), describe_result(result)
+
+
+@pytest.mark.parametrize("entry", sorted(GPT_UNJUDGEABLE))
+def test_gpt_decoder_parts_that_cannot_be_judged_say_so(graded, entry):
+    result = graded("gpt_decoder")[entry]
+    for part in GPT_UNJUDGEABLE[entry]:
+        own = [t for t in failed_tests(result, part) if t["name"] == OWN_PARTS_CHECK[part]]
+        assert own and "cannot be judged on your own parts" in own[0]["output"], describe_result(result)
+        if entry == "attn-uses-torch-sdpa":
+            assert "an operation the grader does not run (ForbiddenOperation)" in own[0]["output"], own[0]["output"]
+
+
+@pytest.mark.parametrize("entry", TRAINING_LOOP_BUGS)
+def test_gpt_decoder_training_own_parts_check_fails_on_every_loop_bug(graded, entry):
+    """else a loop bug beside a model bug would be carried forward as the model bug's"""
+    names = [t["name"] for t in failed_tests(graded("gpt_decoder")[entry], "training")]
+    assert OWN_PARTS_CHECK["training"] in names, names

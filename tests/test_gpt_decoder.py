@@ -46,3 +46,24 @@ def test_its_source_notebook_trains_once_and_draws_the_look_back(monkeypatch, tm
     assert len(back) == 2 and max(back) > 0.9, printed["attention_plot"]
     assert {"setup", "training_plot", "attention_plot"} <= set(load_rubric(NAME).skip_when_unchanged)
     assert list(tmp_path.iterdir()) == [], "the notebook must not write files"
+
+
+def test_the_training_suites_adam_is_torchs_step_for_step():
+    """The own-parts check of Part 5 runs Adam's steps on the trusted side without torch's class (whose first
+    construction imports torch._dynamo): the same values, bit for bit, a parameter without a gradient at first
+    included."""
+    from assignments.gpt_decoder.test_training import Adam
+
+    generator = torch.Generator().manual_seed(0)
+    start = {"a": torch.randn(4, 3, generator=generator), "b": torch.randn(5, generator=generator)}
+    leaves = {n: p.clone().requires_grad_(True) for n, p in start.items()}
+    theirs, ours = torch.optim.Adam(leaves.values(), lr=1e-2), Adam(start, 1e-2)
+    for step in range(4):
+        grads = {n: torch.randn(p.shape, generator=generator) for n, p in start.items()}
+        if step == 0:
+            grads["b"] = None
+        for name, leaf in leaves.items():
+            leaf.grad = grads[name]
+        theirs.step()
+        mine = ours.step(grads)
+        assert all(torch.equal(mine[n], leaves[n].detach()) for n in start), step

@@ -1,5 +1,6 @@
 """Round trips: loading a test's weights into a student's module is one request, and it checks and reports
-what it did exactly as the two requests it replaces would."""
+what it did exactly as the two requests it replaces would; the two requests a trusted side runs a training step
+with (the gradients of a module's parameters, torch's RNG state) answer as torch does in the process."""
 from __future__ import annotations
 
 import types
@@ -24,6 +25,11 @@ class Affine(nn.Module):
 
     def forward(self, x):
         return self.lin(x)
+
+
+class Noisy(Affine):
+    def forward(self, x):
+        return self.lin(x) + 0 * torch.rand(())  # draws from the global RNG, as a recipe's loop would see
 
 
 class Secretive(Affine):
@@ -83,3 +89,23 @@ def test_the_listed_parameters_are_checked_against_what_was_loaded(remote):
     with pytest.raises(pytest.fail.Exception) as failure:
         module.load_weights({"lin.weight": torch.eye(3)})  # strict=False: loads, then the lists must match
     assert "named_parameters()" in str(failure.value) and remote.ops == ["load_and_list"]
+
+
+@pytest.mark.parametrize("where", ["sandbox", "in process"])
+def test_the_parameters_gradients_are_those_backward_leaves_and_the_rng_is_seeded_and_restored(remote, where):
+    student = remote if where == "sandbox" else in_process()
+    C.rng(student, 7)
+    module = C.new(student, "Noisy", 3)
+    x, cotangent = torch.randn(2, 3), torch.randn(2, 3)
+    before = C.rng(student)
+    out, (grads,) = module.parameter_vjp([x], {}, [cotangent])
+    after = C.rng(student, before)  # the forward's draw given back
+    assert not torch.equal(after, before) and torch.equal(C.rng(student), before)
+    weights = module.named_parameters()
+    assert set(grads) == {"lin.weight", "lin.bias"}
+    assert torch.allclose(grads["lin.weight"], cotangent.T @ x) and torch.allclose(grads["lin.bias"], cotangent.sum(0))
+    assert torch.allclose(out, x @ weights["lin.weight"].T + weights["lin.bias"])
+    # seeding gives the same weights again: a module built after C.rng(student, 7) starts where its twin did
+    C.rng(student, 7)
+    again = C.new(student, "Noisy", 3).named_parameters()
+    assert all(torch.equal(v, again[k]) for k, v in weights.items())

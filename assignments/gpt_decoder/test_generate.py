@@ -8,7 +8,11 @@ that object to the student's `generate`.  Two references:
     the cache, then each new token alone at its own position), argmax of the last position taken by the test.
     This one isolates `generate` from the model: a wrong model (a wrong cache included) decoded faithfully
     still matches it.  It is the part's own-parts check (rubric.toml): it carries no points, and when it
-    passes the points lost to an earlier part's bug are carried forward from there.
+    passes the points lost to an earlier part's bug are carried forward from there.  It takes the student's
+    model as it is: built after the same seed for every copy, loaded with the test's weights wherever a
+    parameter has the contract's name and shape (a position table, blocks in a Python list or one block
+    repeated keep their own), in float64, else in float32 (a cache that does not follow .to()); a case on
+    which the model itself raises is skipped, and the check fails when none can be judged.
 
 Tokens are compared exactly.  In float64 and with these weights the two largest logits of every step of the
 reference's greedy decoding differ by more than 0.01 (checked when the seeds were picked), far above any
@@ -29,7 +33,7 @@ import torch.nn.functional as F
 
 from autograder.judging import checks as C
 
-from . import reference
+from . import own_parts, reference
 
 F64 = torch.float64
 
@@ -168,7 +172,7 @@ def test_generate_matches_greedy_decoding_of_the_reference(student):
                f"part's checks say so.")
 
 
-def _greedy_with_your_model(model, alone, prompt, n, vocab):
+def _greedy_with_your_model(model, alone, prompt, n, vocab, dtype=F64):
     """Greedy decoding of `n` tokens driven by the trusted side through the student's own model, as the
     notebook's generate drives it: one prefill call model(prompt, start_pos=0, use_cache=True), then each new
     token alone at its own position with the cache; the argmax over the vocabulary of the last position's
@@ -179,7 +183,7 @@ def _greedy_with_your_model(model, alone, prompt, n, vocab):
     batch = prompt.shape[0]
 
     def last_logits(m, tokens, **kwargs):
-        out = C.expect_tensor(m(tokens, **kwargs), what=f"{m.label} logits", dtype=F64, inputs={"tokens": tokens},
+        out = C.expect_tensor(m(tokens, **kwargs), what=f"{m.label} logits", dtype=dtype, inputs={"tokens": tokens},
                               shape=(batch, tokens.shape[1], vocab))
         return out[:, -1]
 
@@ -194,21 +198,60 @@ def _greedy_with_your_model(model, alone, prompt, n, vocab):
     return tokens, steps, told_apart
 
 
+def _your_model(student, cfg, max_len, state, dtype):
+    """The student's GPT as it is, in `dtype`: built right after torch.manual_seed(0), so that every copy starts
+    from the same weights (those it does not register included), then loaded with the test's weights wherever
+    a parameter has the contract's name and shape (strict=False: a model that names or holds its parameters
+    otherwise is judged on its own weights for the rest, and its parameters are the gpt part's to judge)."""
+    C.rng(student, 0)
+    module = C.new(student, "GPT", *cfg, max_len)
+    if dtype != torch.float32:
+        module.to(dtype)
+    params = module.named_parameters()
+    if not isinstance(params, dict):
+        C.fail(f"{module.label}: its parameters could not be listed")
+    if "head.weight" in params and "tok_emb.weight" in params:
+        state = {**state, "head.weight": state["tok_emb.weight"]}
+    module.load_state_dict({k: v.to(dtype) for k, v in state.items()
+                            if k in params and tuple(params[k].shape) == tuple(v.shape)}, strict=False)
+    return module
+
+
+# each case is judged on the first of these where the student's model runs: float64 first (the greedy tokens of
+# the reference weights have top-2 gaps above 0.01), float32 for a model whose cache does not follow .to()
+DTYPES = (F64, torch.float32)
+
+
 def test_generate_matches_greedy_decoding_with_your_own_model(student):
     """generate's own logic, judged on the student's own model (no points of its own: when it passes and Part
     1, 2 or 3 lost points, this part's failed checks are carried forward from there).  generate gives exactly
     the tokens that YOUR model gives when the test drives it as the notebook says (a prefill call
     model(prompt, start_pos=0, use_cache=True), then each new token alone at its own position with the cache)
-    and takes the argmax of the last position itself: the same cases as the reference check."""
-    told_apart = False
+    and takes the argmax of the last position itself: the same cases as the reference check, on your GPT as it
+    is (the test's weights loaded where your parameters have the contract's names and shapes), in float64, or
+    in float32 where your model does not run in float64.  A case on which your model itself raises is skipped
+    (the earlier parts' checks judge that); the check fails when no case can be judged, or when on every case
+    your model picks the same next token from the newest token alone as from the whole sequence."""
+    told_apart, judged, reason = False, 0, ""
     for cfg, max_len, prompt_shape, n, weight_seed, prompt_seed in CASES:
         state = _gpt_state(cfg, seed=weight_seed)
-        model = _model(student, cfg, max_len, state)
         prompt = reference.random_tokens(*prompt_shape, cfg[0], seed=prompt_seed)
+        for dtype in DTYPES:
+            try:
+                with own_parts.pieces():
+                    # fresh copies of the model: the test's calls never share a cache with generate's
+                    tokens, steps, apart = _greedy_with_your_model(
+                        _your_model(student, cfg, max_len, state, dtype),
+                        _your_model(student, cfg, max_len, state, dtype), prompt, n, cfg[0], dtype)
+            except own_parts.Unrunnable as unrunnable:
+                reason = unrunnable.reason
+                continue
+            break
+        else:
+            continue
+        judged += 1
+        model = _your_model(student, cfg, max_len, state, dtype)
         out = _generate(student, model, prompt, n)
-        # fresh copies of the model: the test's calls never share a cache with generate's
-        tokens, steps, apart = _greedy_with_your_model(_model(student, cfg, max_len, state),
-                                                       _model(student, cfg, max_len, state), prompt, n, cfg[0])
         told_apart |= apart
         if torch.equal(out, tokens):
             continue
@@ -220,6 +263,8 @@ def test_generate_matches_greedy_decoding_with_your_own_model(student):
         C.fail(f"generate({model.label}, prompt {C.describe_value(prompt)}, {n}): at position {position} (row {row}) "
                f"your generate chose another token than your own model's most likely next token, computed by the "
                f"test feeding your model the tokens before it through the cache.{detail} {_GREEDY}")
+    if not judged:
+        own_parts.cannot_be_judged("generate", reason, "fix Parts 2 and 3")
     if not told_apart:
         C.fail("generate: your model chooses the same next token from the newest token alone, without the prompt "
                "or the cache, as from the whole sequence, at every step of every case, so how generate feeds it "

@@ -57,6 +57,7 @@ CHECKS_SUMMARIES: dict[str, str] = {
     "call": "call the student's top-level function in the child; an error it raises becomes a readable failure",
     "new": "construct the student's class in the child; returns the module wrapper below",
     "vjp": "the output of the student's function and, per cotangent, the gradients of its inputs, back-propagated in the child",
+    "rng": "torch's global RNG state in the child, then set to `state`: an int seeds it (`torch.manual_seed`), a state returned earlier restores it, None leaves it",
     "student_code": "context manager: an error the student's code raises inside becomes \"While <doing>, your code raised ...\"",
     "expect_raises": "`action()` must make the student's code raise `exc_type` (or a subclass); returns the error",
     "expect_unchanged": "the module still has the state `module_state` recorded before a call (values, buffers, "
@@ -98,6 +99,7 @@ CHECKS_SUMMARIES: dict[str, str] = {
 MODULE_SUMMARIES: dict[str, str] = {
     "__call__": "forward on these inputs, in the child",
     "vjp": "forward, and per cotangent the gradients of the inputs, in the child",
+    "parameter_vjp": "forward, and per cotangent the gradients of the module's own parameters by name (None where unused), in the child: an optimizer's step run on the trusted side",
     "state_dict": "the module's state_dict, as tensors copied to the trusted side",
     "named_parameters": "the module's parameters by name",
     "load_state_dict": "load a state_dict, as `nn.Module.load_state_dict` does",

@@ -86,9 +86,10 @@ class Server:
         imported here was imported by the zygote, before any child existed."""
         import torch
         from autograder import protocol
-        from autograder.child.vjp import vjp_of
+        from autograder.child.vjp import parameter_vjp_of, rng_state, vjp_of
 
-        self.torch, self.protocol, self.vjp_of = torch, protocol, vjp_of
+        self.torch, self.protocol, self.vjp_of, self.parameter_vjp_of = torch, protocol, vjp_of, parameter_vjp_of
+        self.rng_state = rng_state
         self.sock = sock
         self.namespace = namespace
         self.request_timeout = float(config["request_timeout"])
@@ -150,6 +151,8 @@ class Server:
             return self.vjp_of(self.lookup(request.get("name")), args, kwargs, cotangents)
         if op == "call_inputs":  # the call, and what it left of each tensor it was given
             return self.leaving_inputs(self.lookup(request.get("name")), args, kwargs)
+        if op == "rng":
+            return self.rng_state(*args[:1])
         if op == "new":
             return self.keep(self.lookup(request.get("name"))(*args, **kwargs))
         obj = self.object_by_key(request.get("obj"))
@@ -164,6 +167,8 @@ class Server:
             return self.leaving_inputs(obj, args, kwargs)
         if op == "forward_vjp":
             return self.vjp_of(obj, args, kwargs, cotangents)
+        if op == "forward_parameter_vjp":
+            return self.parameter_vjp_of(obj, args, kwargs, cotangents)
         if op == "state_dict":
             return dict(obj.state_dict())
         if op == "named_parameters":

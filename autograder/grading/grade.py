@@ -39,7 +39,7 @@ class Unjudgeable(Submission):
     def _refuse(self, *args, **kwargs):
         raise SubmissionBroken(self.reason)
 
-    call = vjp = new = _refuse
+    call = vjp = new = rng = _refuse
 
 
 def grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool = True, within: Path | None = None,

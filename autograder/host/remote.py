@@ -329,6 +329,12 @@ class RemoteSubmission(Submission):
     def vjp(self, function, args, kwargs, cotangents):
         return _vjp_result(self.request("vjp", name=function, args=args, kwargs=kwargs, cotangents=cotangents))
 
+    def rng(self, state=None):
+        value = self.request("rng", args=[state])
+        if not (isinstance(value, torch.Tensor) and value.dtype == torch.uint8 and value.dim() == 1):
+            raise StudentError("TypeError", "the random number generator's state could not be read")
+        return value
+
     def new(self, class_name: str, *args: Any, **kwargs: Any) -> ModuleHandle:
         return self.adopt(self.request("new", name=class_name, args=args, kwargs=kwargs), class_name)
 
@@ -343,7 +349,8 @@ class RemoteSubmission(Submission):
         return RemoteModule(self, handle)
 
 
-SAME_SUBJECT = {"forward_vjp": "forward", "forward_inputs": "forward", "load_and_list": "load_state_dict"}
+SAME_SUBJECT = {"forward_vjp": "forward", "forward_inputs": "forward", "forward_parameter_vjp": "forward",
+                "load_and_list": "load_state_dict"}
 
 
 def _subject(op: str, name: str | None, class_name: str) -> str:
@@ -351,6 +358,8 @@ def _subject(op: str, name: str | None, class_name: str) -> str:
     or one method of a class (forward and its backward count as one, as do loading and loading-and-listing)."""
     if op in ("call", "vjp", "call_inputs"):
         return str(name)
+    if op == "rng":  # torch's own calls, none of the student's: nothing of theirs to remember
+        return "torch's RNG"
     if op == "new":
         return f"{name}()"
     return f"{class_name}.{SAME_SUBJECT.get(op, op)}"
@@ -406,6 +415,15 @@ class RemoteModule(ModuleHandle):
 
     def vjp(self, args, kwargs, cotangents):
         return _vjp_result(self._ask("forward_vjp", args=args, kwargs=kwargs, cotangents=cotangents))
+
+    def parameter_vjp(self, args, kwargs, cotangents):
+        value = self._ask("forward_parameter_vjp", args=args, kwargs=kwargs, cotangents=cotangents)
+        if not (isinstance(value, list) and len(value) == 2 and isinstance(value[1], list)
+                and len(value[1]) == len(cotangents)
+                and all(isinstance(g, dict) and all(v is None or isinstance(v, torch.Tensor) for v in g.values())
+                        for g in value[1])):
+            raise StudentError("TypeError", "the gradients of the parameters could not be computed")
+        return value[0], value[1]
 
     def _tensors(self, op: str, **fields: Any) -> dict[str, torch.Tensor]:
         value = self._ask(op, **fields)

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import torch
 
-from autograder.child.vjp import vjp_of
+from autograder.child.vjp import parameter_vjp_of, rng_state, vjp_of
 from autograder.protocol import exception_bases
 
 
@@ -84,6 +84,13 @@ class ModuleHandle(abc.ABC):
             ) -> tuple[Any, list[list[torch.Tensor | None]]]:
         """Forward with every floating tensor argument requiring grad, then for each cotangent c the gradients
         of (output * c).sum() with respect to each tensor argument (None for non-float or unused ones)."""
+
+    def parameter_vjp(self, args: Sequence[Any], kwargs: dict[str, Any], cotangents: Sequence[torch.Tensor]
+                      ) -> tuple[Any, list[dict[str, torch.Tensor | None]]]:
+        """Forward, then for each cotangent c the gradients of (output * c).sum() with respect to each named
+        parameter that requires grad (None where unused): what a trusted side needs to run an optimizer's step
+        on the module's own parameters, the loss computed by itself."""
+        raise SubmissionBroken("this submission cannot report the gradients of a module's parameters")
 
     @abc.abstractmethod
     def state_dict(self) -> dict[str, torch.Tensor]: ...
@@ -154,6 +161,14 @@ class Submission(abc.ABC):
         function changed a tensor it was given, in place, by requires_grad_ or by filling its .grad."""
         raise SubmissionBroken("this submission cannot report what a call left of its arguments")
 
+    def rng(self, state: int | torch.Tensor | None = None) -> torch.Tensor:
+        """torch's global RNG state in the submission's process, then set to `state`: an int seeds it as
+        torch.manual_seed(state) does (a recipe's first line: a module built next starts from the weights, and a
+        function drawing from the RNG draws the values, that the student's own code gets after the same call),
+        a state returned earlier restores it (what a request the recipe does not make drew is given back), None
+        leaves it."""
+        raise SubmissionBroken("this submission cannot report its random number generator's state")
+
     def take_forbidden(self) -> set[str]:
         seen, self.forbidden_seen = self.forbidden_seen, set()
         return seen
@@ -219,6 +234,9 @@ class _LocalModule(ModuleHandle):
     def vjp(self, args, kwargs, cotangents):
         return _guarded(vjp_of, self.module, args, kwargs, cotangents)
 
+    def parameter_vjp(self, args, kwargs, cotangents):
+        return _guarded(parameter_vjp_of, self.module, args, kwargs, cotangents)
+
     def state_dict(self):
         return {k: v.detach().clone() for k, v in self.module.state_dict().items()}
 
@@ -265,6 +283,9 @@ class ModuleSubmission(Submission):
 
     def vjp(self, function, args, kwargs, cotangents):
         return _guarded(vjp_of, self._get(function), args, kwargs, cotangents)
+
+    def rng(self, state=None):
+        return _guarded(rng_state, state)
 
     def new(self, class_name, *args, **kwargs):
         return _LocalModule(_guarded(self._get(class_name), *args, **kwargs))

@@ -268,6 +268,11 @@ MISTAKES: list[Entry] = [
     Entry("train-no-seed", "never seeds torch", TRAIN, (M(_SEED, ""),), hint="torch.manual_seed(seed)"),
     Entry("train-seed-after-model", "seeds torch after building the model", TRAIN,
           (M(_SEED + _MODEL, _MODEL + _SEED),), hint="first of all"),
+    Entry("train-zero-grad-after-backward", "zero_grad between backward and step: every step has no gradient",
+          TRAIN, (M(_ZERO_GRAD + "loss.backward()\n        ", "loss.backward()\n        " + _ZERO_GRAD),),
+          hint="optimizer.step()"),
+    Entry("train-summed-loss", "cross_entropy with reduction='sum': the loss and its gradient 368 times too large",
+          TRAIN, (M(_LOSS, _LOSS[:-1] + ', reduction="sum")'),), hint="the recipe"),
     Entry("train-returns-tensors", "appends the loss tensors, not loss.item()", TRAIN,
           (M(_APPEND, "losses.append(loss)"),), hint="loss.item()"),
 

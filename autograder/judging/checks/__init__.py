@@ -19,7 +19,7 @@ output position depends on which input position, and a suite adds its own with `
 """
 from autograder.judging.checks.caching import once
 from autograder.judging.checks.calls import (call, describe_call, describe_inputs, describe_value, expect_raises, new,
-                                             student_code, vjp)
+                                             rng, student_code, vjp)
 from autograder.judging.checks.causality import (check_causal_jacobian, check_causal_perturbation,
                                                  check_depends_on_future)
 from autograder.judging.checks.comparison import assert_close, expect_equal, is_close
@@ -41,6 +41,7 @@ __all__ = [
     "describe_inputs", "describe_value", "evidence_on_failure", "expect_equal", "expect_exact_type", "expect_number",
     "expect_parameters", "expect_raises", "expect_unchanged", "forward_leaving_inputs",
     "expect_tensor", "fail", "generator", "is_close", "kind_of", "layer_norm_state", "linear_state", "mha_state",
-    "module_state", "new", "once", "randn", "random_bool_mask", "reference_tolerance", "student_code", "tril_mask",
+    "module_state", "new", "once", "randn", "random_bool_mask", "reference_tolerance", "rng", "student_code",
+    "tril_mask",
     "vjp",
 ]

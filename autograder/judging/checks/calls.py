@@ -49,6 +49,10 @@ def student_error_message(err: StudentError, doing: str) -> str:
     if err.type_name == "NameError" and "is not defined" in err.message and doing.startswith("calling"):
         return f"While {doing}: {err.message}. Does your submission define it at the top level of the file?"
     text = err.message if len(err.message) <= _MAX_ERROR_TEXT else err.message[:_MAX_ERROR_TEXT] + " ..."
+    if err.type_name == "ForbiddenOperation":  # the sandbox's refusal (autograder.child.forbidden): nothing ran
+        return (f"While {doing}, your code reached an operation the grader does not run (ForbiddenOperation), so "
+                f"this cannot be judged until the code that calls it is fixed (the part that asks you to build it "
+                f"says so too): {text}")
     return f"While {doing}, your code raised {err.type_name}" + (f": {text}" if text else "")
 
 
@@ -84,6 +88,13 @@ def vjp(student: Submission, function: str, args: Sequence[Any], kwargs: Mapping
         return student.vjp(function, list(_handles(args)), _handles(dict(kwargs)), list(cotangents))
 
 
+def rng(student: Submission, state: int | torch.Tensor | None = None) -> torch.Tensor:
+    """torch's global RNG state in the submission's process, then set to `state` (an int: torch.manual_seed)."""
+    doing = f"seeding torch with torch.manual_seed({state})" if type(state) is int else "setting torch's RNG state"
+    with student_code(doing):
+        return student.rng(state)
+
+
 def new(student: Submission, class_name: str, *args: Any, **kwargs: Any) -> "Module":
     label = describe_call(class_name, args, kwargs)
     with student_code(f"creating {label}"):
@@ -110,6 +121,13 @@ class Module:
         with student_code(f"back-propagating through {self.label} on "
                           f"{describe_call('', args, kwargs)[1:-1]}"):
             return self.handle.vjp(list(_handles(args)), _handles(dict(kwargs)), list(cotangents))
+
+    def parameter_vjp(self, args: Sequence[Any], kwargs: Mapping[str, Any], cotangents: Sequence[torch.Tensor]
+                      ) -> tuple[Any, list[dict[str, torch.Tensor | None]]]:
+        """The forward, and the gradients of (output * c).sum() with respect to the module's named parameters."""
+        with student_code(f"back-propagating through {self.label} to its parameters on "
+                          f"{describe_call('', args, kwargs)[1:-1]}"):
+            return self.handle.parameter_vjp(list(_handles(args)), _handles(dict(kwargs)), list(cotangents))
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         with student_code(f"calling state_dict() on {self.label}"):
