@@ -228,3 +228,25 @@ def test_gpt_decoder_training_own_parts_check_fails_on_every_loop_bug(graded, en
     """else a loop bug beside a model bug would be carried forward as the model bug's"""
     names = [t["name"] for t in failed_tests(graded("gpt_decoder")[entry], "training")]
     assert OWN_PARTS_CHECK["training"] in names, names
+
+
+# --- every assignment: one bug costs its points in its own part --------------------------------------------------
+
+FOLLOW_THROUGH_BAR = 0.15  # at most this share of what one-bug submissions lose falls outside the bug's part
+CANNOT_BE_JUDGED = "cannot be judged on your own parts"
+
+
+def test_one_bug_costs_its_points_in_its_own_part_over_the_whole_catalogue(graded):
+    """check-suite's follow-through share over every catalogue together (the parts built on a buggy one are
+    judged on the student's own pieces), and each assignment's, leaving out the bugs after which a part says
+    in its feedback that it cannot be judged on the student's own parts (their pieces do not run at all)."""
+    tables = {name: check_suite.follow_through(CATALOGUES[name], graded(name)) for name in NAMES}
+    report = "\n".join(f"{name}:\n" + "\n".join(check_suite.format_follow_through(t)) for name, t in tables.items())
+    assert check_suite.combined_share(list(tables.values())) <= FOLLOW_THROUGH_BAR, report
+    for name in NAMES:
+        results = graded(name)
+        said = {entry for entry, result in results.items()
+                if any(CANNOT_BE_JUDGED in t["output"] for t in failed_tests(result)
+                       if t["part"] != CATALOGUES[name].entry(entry).part)}
+        judged = check_suite.follow_through(CATALOGUES[name], {e: r for e, r in results.items() if e not in said})
+        assert judged["share"] <= FOLLOW_THROUGH_BAR, (name, sorted(said), report)

@@ -23,12 +23,12 @@ from __future__ import annotations
 from autograder.authoring.check_suite.command import add_arguments, main, run, run_from_arguments
 from autograder.authoring.check_suite.grading import (DEFAULT_WORKERS, CheckSuiteError, grade_entry, load_catalogue,
                                                       run_catalogue)
-from autograder.authoring.check_suite.reports import (follow_through, format_follow_through, format_margins,
+from autograder.authoring.check_suite.reports import (combined_share, follow_through, format_follow_through, format_margins,
                                                       format_weakest, margins, summarise, weakest_catches)
 from autograder.authoring.check_suite.reruns import determinism, determinism_entries, rerun_conditions
 from autograder.authoring.check_suite.verdicts import lost_parts, verdict
 
-__all__ = ["DEFAULT_WORKERS", "CheckSuiteError", "add_arguments", "determinism", "determinism_entries", "follow_through",
+__all__ = ["DEFAULT_WORKERS", "CheckSuiteError", "add_arguments", "combined_share", "determinism", "determinism_entries", "follow_through",
            "format_follow_through", "format_margins",
            "format_weakest", "grade_entry", "load_catalogue", "lost_parts", "main", "margins", "rerun_conditions", "run",
            "run_catalogue", "run_from_arguments", "summarise", "verdict", "weakest_catches"]

@@ -6,23 +6,25 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from autograder.authoring.assignment import assignment_names
 from autograder.authoring.catalogue import CatalogueError
 from autograder.authoring.check_suite.grading import DEFAULT_WORKERS, CheckSuiteError, load_catalogue, run_catalogue
-from autograder.authoring.check_suite.reports import format_margins, format_weakest, margins, summarise, weakest_catches
+from autograder.authoring.check_suite.reports import (combined_share, format_margins, format_weakest, margins, summarise,
+                                                      weakest_catches)
 from autograder.authoring.check_suite.reruns import determinism, determinism_entries
 
 
 def run(assignment: str, *, show_margins: bool = False, reruns: int = 0, workers: int = DEFAULT_WORKERS,
-        json_out: Path | None = None) -> int:
+        json_out: Path | None = None, tables: list[dict[str, Any]] | None = None) -> int:
     try:
         if reruns:  # before the long part, so that a run that cannot do what it was asked stops at once
             determinism_entries(load_catalogue(assignment))
         started = time.monotonic()
         results = run_catalogue(assignment, workers=workers)
         seconds = time.monotonic() - started
-        text, ok = summarise(assignment, results, seconds, workers)
+        text, ok = summarise(assignment, results, seconds, workers, tables)
     except (CheckSuiteError, CatalogueError) as exc:
         print(f"python -m autograder check-suite: error: {exc}", file=sys.stderr)
         return 2
@@ -66,6 +68,10 @@ def run_from_arguments(args: argparse.Namespace) -> int:
     if args.json and len(names) > 1:
         print("python -m autograder check-suite: error: --json needs one assignment", file=sys.stderr)
         return 2
+    tables: list[dict[str, Any]] = []
     codes = [run(name, show_margins=args.margins, reruns=args.reruns, workers=max(args.workers, 1),
-                 json_out=args.json) for name in names]
+                 json_out=args.json, tables=tables) for name in names]
+    if len(tables) > 1:
+        print(f"\nfollow-through over all {len(tables)} catalogues: {100 * combined_share(tables):.1f} % of the "
+              "points one-bug submissions lose fall outside the bug's own part")
     return max(codes, default=0)

@@ -8,7 +8,9 @@ from autograder.authoring.check_suite.grading import load_catalogue
 from autograder.authoring.check_suite.verdicts import verdict
 
 
-def summarise(assignment: str, results: dict[str, dict[str, Any]], seconds: float, workers: int) -> tuple[str, bool]:
+def summarise(assignment: str, results: dict[str, dict[str, Any]], seconds: float, workers: int,
+              tables: list[dict[str, Any]] | None = None) -> tuple[str, bool]:
+    """The report's text, and whether the suite passed; `tables` collects the follow-through table."""
     catalogue = load_catalogue(assignment)
     entries = {e.name: e for e in catalogue.entries() if e.name in results}
     verdicts = {name: verdict(catalogue, e, results[name]) for name, e in entries.items()}
@@ -38,7 +40,10 @@ def summarise(assignment: str, results: dict[str, dict[str, Any]], seconds: floa
     no_hint = [e.name for e in declared if not verdicts[e.name]["hint_shown"]]
     lines.append(f"specific hints shown: {len(declared) - len(no_hint)} / {len(declared)} declared "
                  f"({len(mistakes)} mistakes)" + (f"; missing: {', '.join(no_hint)}" if no_hint else ""))
-    lines += format_follow_through(follow_through(catalogue, results))
+    table = follow_through(catalogue, results)
+    lines += format_follow_through(table)
+    if tables is not None:
+        tables.append(table)
     ok = not failed and all(v["ok"] for v in verdicts.values() if v["kind"] == "mistake")
     return "\n".join(lines), ok
 
@@ -61,6 +66,13 @@ def follow_through(catalogue: Catalogue, results: dict[str, dict[str, Any]]) -> 
                 row["by_part"][part] = row["by_part"].get(part, 0.0) + lost
     lost = sum(r["lost"] for r in parts.values())
     return {"share": sum(r["outside"] for r in parts.values()) / lost if lost else 0.0, "parts": parts}
+
+
+def combined_share(tables: list[dict[str, Any]]) -> float:
+    """The follow-through share over several catalogues together: all their points lost outside / all lost."""
+    rows = [r for table in tables for r in table["parts"].values()]
+    lost = sum(r["lost"] for r in rows)
+    return sum(r["outside"] for r in rows) / lost if lost else 0.0
 
 
 def format_follow_through(table: dict[str, Any]) -> list[str]:
