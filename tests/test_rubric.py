@@ -109,6 +109,16 @@ def test_right_wiring_of_a_wrong_earlier_part_is_carried_forward(tmp_path):
                for t in carried)
 
 
+def test_an_own_parts_check_is_needed_only_after_a_part_it_is_built_on_failed(tmp_path):
+    """run_suite's `needed`: with every check of its bases passed the own-parts check could change nothing."""
+    rubric = chain(tmp_path)
+    right, wrong = Outcome("test_base", "test_base_values", True, ""), Outcome("test_base", "test_base_values", False, "off")
+    forbidden = Outcome("test_base", "test_base_values", True, "", ("aten::layer_norm",))
+    assert not rubric.needed("test_top", "test_own", [right])
+    assert rubric.needed("test_top", "test_own", [right, wrong]) and rubric.needed("test_top", "test_own", [forbidden])
+    assert rubric.needed("test_top", "test_top_0", [right]) and rubric.needed("test_base", "test_base_values", [])
+
+
 @pytest.mark.parametrize("case", ["strict", "wiring wrong", "base right", "already above the floor"])
 def test_nothing_is_carried_forward_without_every_condition(tmp_path, case):
     # above the floor: two of three checks passed, 13.3 points, at least the 12 that a share of 0.4 keeps

@@ -119,7 +119,8 @@ def _grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool, with
         return result
     submission = _loaded_while_collecting(cells, rubric, limits)
     try:
-        result.parts = score(rubric, run_suite(rubric.suite_files(), submission, rubric.part_names, pictures))
+        result.parts = score(rubric, run_suite(rubric.suite_files(), submission, rubric.part_names, pictures,
+                                               rubric.needed))
     finally:
         result.printed = submission.printed()
         submission.close()

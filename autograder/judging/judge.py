@@ -25,7 +25,7 @@ import threading
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pytest
 from _pytest.config import ConftestImportFailure, _prepareconfig
@@ -67,6 +67,9 @@ class Outcome:
     forbidden: tuple[str, ...] = ()
     figure: Figure | None = None  # evidence a failing check attached (autograder.judging.checks.fail)
     hints: tuple[str, ...] = ()   # student-facing advice a failing check gave, each whole (checks.fail's hints)
+
+
+Needed = Callable[[str, str, Sequence[Outcome]], bool]
 
 
 class SuiteError(Exception):
@@ -134,10 +137,13 @@ class _Collector:
         self.items: list[pytest.Item] = []
         self.begin(None, {})
 
-    def begin(self, submission: Submission | None, part_names: Mapping[str, str]) -> None:
+    def begin(self, submission: Submission | None, part_names: Mapping[str, str],
+              needed: Needed | None = None) -> None:
         self.submission = submission
         self.part_names = part_names
+        self.needed = needed
         self.outcomes: dict[str, Outcome] = {}  # node id -> outcome
+        self.needless: set[str] = set()  # node ids whose verdict could change nothing: not run, not reported
         self.later: list[tuple[str, Later]] = []  # (node id, its evidence), drawn once every verdict is final
         self.started: set[str] = set()  # parts whose first test has begun
         self.current = ""               # the part being judged
@@ -173,9 +179,18 @@ class _Collector:
             self.started.add(part)
             self.student().begin_part(part, len(self.all_parts - self.started) + 1)
 
+    @pytest.hookimpl(tryfirst=True)  # instead of the test function, its fixtures set up and torn down as ever
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
+        if self.needed is None or self.needed(pyfuncitem.path.stem, pyfuncitem.name, list(self.outcomes.values())):
+            return None
+        self.needless.add(pyfuncitem.nodeid)
+        return True
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
         report = yield
+        if item.nodeid in self.needless:
+            return report
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             forbidden = tuple(sorted(self.student().take_forbidden()))
             passed = report.outcome == "passed"
@@ -221,7 +236,7 @@ class _Collector:
 
     def results(self) -> list[Outcome]:
         return [self.outcomes.get(node) or Outcome(module, name, False, NOT_RUN)
-                for node, (module, name) in self.expected.items()]
+                for node, (module, name) in self.expected.items() if node not in self.needless]
 
 
 def _fixtures(collector: _Collector) -> types.ModuleType:
@@ -362,13 +377,15 @@ class SuiteSession:
         # test_*.py that the grading process imports later, for as long as the process lives
         sys.meta_path[:] = [f for f in sys.meta_path if getattr(f, "config", None) is not self.config]
 
-    def run(self, submission: Submission, part_names: Mapping[str, str], pictures: bool = True) -> list[Outcome]:
-        """One outcome per collected test; JudgingInterrupted (and the session closed) when stopped.  Without
-        `pictures`, evidence that would ask the submission for more values is not drawn."""
+    def run(self, submission: Submission, part_names: Mapping[str, str], pictures: bool = True,
+            needed: Needed | None = None) -> list[Outcome]:
+        """One outcome per collected test (but those `needed` says are not); JudgingInterrupted (and the session
+        closed) when stopped.  Without `pictures`, evidence that would ask the submission for more values is not
+        drawn."""
         if self.closed or self.busy:
             raise RuntimeError("this suite session is closed or already judging")
         session, collector = self.session, self.collector
-        collector.begin(submission, part_names)
+        collector.begin(submission, part_names, needed)
         session.testsfailed = 0  # failures of this run only, as in a fresh session
         for item in session.items:
             item._report_sections.clear()  # what capturing attached to it in earlier runs
@@ -462,21 +479,24 @@ def close_sessions() -> None:
 
 
 def run_suite(suite_files: list[Path], submission: Submission,
-              part_names: Mapping[str, str] | None = None, pictures: bool = True) -> list[Outcome]:
+              part_names: Mapping[str, str] | None = None, pictures: bool = True,
+              needed: Needed | None = None) -> list[Outcome]:
     """One outcome per collected test, in collection order.  `part_names` maps a suite file's stem to the
     rubric part it checks (what `Submission.begin_part` is told); by default, `part_name`.  `pictures`: draw
-    the evidence that asks the submission for more values (never a verdict's business either way).
+    the evidence that asks the submission for more values (never a verdict's business either way).  `needed`
+    (suite stem, check name, the outcomes so far) -> whether the check can change anything: one that cannot
+    is neither run nor reported (the rubric's own-parts checks, when the parts they are built on are right).
 
     Raises JudgingInterrupted when the run was stopped, SuiteError when the suite does not collect."""
     try:
         with _lock:
             session = _warm_session(suite_files)
             if not session.busy:
-                return session.run(submission, part_names or {}, pictures)
+                return session.run(submission, part_names or {}, pictures, needed)
             # run_suite from inside a check of another run of the same suite: a session of its own
             nested = SuiteSession(suite_files)
             try:
-                return nested.run(submission, part_names or {}, pictures)
+                return nested.run(submission, part_names or {}, pictures, needed)
             finally:
                 nested.close()
     except (JudgingInterrupted, SuiteError):
