@@ -211,3 +211,15 @@ def test_a_failed_checks_hints_follow_it_beside_its_message(tmp_path):
     assert hinted.shown_text == hinted.message + "\n  Hint: the scale\n  Hint: Hint: twice"
     assert plain.hints == () and plain.shown_text == plain.message
     assert passed.passed and passed.hints == ()
+
+
+def test_a_forbidden_operation_reached_through_another_parts_code_is_named_as_such(tmp_path):
+    """The notice of a part scored 0 says whether the operation is the one this part asks students to build."""
+    base = Part("base", "Base", 10.0, "test_base.py", forbidden_ops=("*layer_norm*",))
+    top = Part("top", "Top", 10.0, "test_top.py", built_on=("base",))
+    outcomes = [Outcome("test_base", "test_b", True, "", ("native_layer_norm",)),
+                Outcome("test_top", "test_t", True, "", ("native_layer_norm",))]
+    mine, theirs = score(Rubric("a", tmp_path, (base, top), ()), outcomes)
+    assert mine.score == theirs.score == 0
+    assert mine.forbidden_notice().endswith("this part asks you to build it yourself.")
+    assert "your code reached torch's own implementation (native_layer_norm)" in theirs.forbidden_notice()

@@ -38,6 +38,7 @@ added by `python -m autograder add-assignment`) or of the kit's checkout (its ow
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import json
 import re
 import textwrap
@@ -421,7 +422,11 @@ class PartScore:
         """The one wording students see when a part scored 0 for torch's own implementation (`names` as the
         writer already made them safe to show; by default the operations joined)."""
         names = ", ".join(self.forbidden) if names is None else names
-        return f"0 points: torch's own implementation was used ({names}); this part asks you to build it yourself."
+        if any(fnmatch.fnmatchcase(op, pattern) for op in self.forbidden for pattern in self.part.forbidden_ops):
+            return f"0 points: torch's own implementation was used ({names}); this part asks you to build it yourself."
+        # reached through code of another part (a model calling the student's attention, say)
+        return (f"0 points: your code reached torch's own implementation ({names}) of what the assignment asks you "
+                "to build; every part whose checks reach it scores 0, so build it yourself where your code calls it.")
 
 
 def _base(name: str) -> str:
