@@ -110,12 +110,14 @@ def test_right_wiring_of_a_wrong_earlier_part_is_carried_forward(tmp_path):
 
 
 def test_an_own_parts_check_is_needed_only_after_a_part_it_is_built_on_failed(tmp_path):
-    """run_suite's `needed`: with every check of its bases passed the own-parts check could change nothing."""
+    """run_suite's `needed`: with every check of its bases and of its own part before it passed, the own-parts
+    check could change nothing."""
     rubric = chain(tmp_path)
     right, wrong = Outcome("test_base", "test_base_values", True, ""), Outcome("test_base", "test_base_values", False, "off")
     forbidden = Outcome("test_base", "test_base_values", True, "", ("aten::layer_norm",))
-    assert not rubric.needed("test_top", "test_own", [right])
+    assert not rubric.needed("test_top", "test_own", [right, Outcome("test_top", "test_top_0", True, "")])
     assert rubric.needed("test_top", "test_own", [right, wrong]) and rubric.needed("test_top", "test_own", [forbidden])
+    assert rubric.needed("test_top", "test_own", [right, Outcome("test_top", "test_top_0", False, "off")])
     assert rubric.needed("test_top", "test_top_0", [right]) and rubric.needed("test_base", "test_base_values", [])
 
 

@@ -43,13 +43,14 @@ class Unjudgeable(Submission):
 
 
 def grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool = True, within: Path | None = None,
-               refused: str = "") -> GradeResult:
+               refused: str = "", every_check: bool = False) -> GradeResult:
     """Grades the submission at `path`, found in the folder `within` (by default its own; see
     autograder.host.intake), or, given `refused`, the file another machine could not read, for that reason.
     Raises JudgingInterrupted when grading stopped before every check had an outcome: no grade exists.
-    Without `pictures`, the evidence that would ask the submission for more values is not drawn."""
+    Without `pictures`, the evidence that would ask the submission for more values is not drawn.  With
+    `every_check`, the checks that could change nothing (Rubric.needed) run too (check-suite judges them)."""
     try:
-        return _grade_file(path, rubric, limits, pictures, within, refused)
+        return _grade_file(path, rubric, limits, pictures, within, refused, every_check)
     except JudgingInterrupted:
         raise
     except KeyboardInterrupt as exc:  # a signal outside the judge (while loading, say): no grade either
@@ -98,7 +99,7 @@ def _close_when_loaded(loading: Future) -> None:
 
 
 def _grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool, within: Path | None,
-                refused: str) -> GradeResult:
+                refused: str, every_check: bool) -> GradeResult:
     _freeze_imports()
     started = time.monotonic()
     torch.set_num_threads(1)  # references computed the same way whatever the machine
@@ -120,7 +121,7 @@ def _grade_file(path: Path, rubric: Rubric, limits: Limits, pictures: bool, with
     submission = _loaded_while_collecting(cells, rubric, limits)
     try:
         result.parts = score(rubric, run_suite(rubric.suite_files(), submission, rubric.part_names, pictures,
-                                               rubric.needed))
+                                               None if every_check else rubric.needed))
     finally:
         result.printed = submission.printed()
         submission.close()

@@ -15,7 +15,8 @@ torch's own implementation of a graded operation scores 0.  Points follow measur
   only a right end-to-end result earns, `end_to_end_share` of them (default 0.05: a token, so that one mistake
   costs points once, in its own part, as a human grader's "error carried forward" does), and each failed check
   says which part to fix first.  `follow_through = false` grades it strictly.  While every check of the parts
-  it is built on passes, an own-parts check could change nothing: it is not run (`Rubric.needed`).
+  it is built on, and of its own part before it, passes, an own-parts check could change nothing: it is not run
+  and passes (`Rubric.needed`).
 
 `skip_when_unchanged` lists the grade_ids of locked instructor cells that grading does not need (plots).  A
 locked cell is the instructor's on every front end (nbgrader restores one a student edited), so a
@@ -143,14 +144,16 @@ class Rubric:
 
     def needed(self, module: str, name: str, outcomes: Sequence[Outcome]) -> bool:
         """Whether a check can change a score or a message, given the outcomes before it (run_suite's
-        `needed`): an own-parts check can only when a part it is built on lost points, so it is not run while
-        every check of those parts passed without reaching a forbidden operation (the parts come in the
-        rubric's order, each after the parts it is built on)."""
+        `needed`).  An own-parts check carries no points and changes a score only when a part it is built on
+        lost points; its message matters only when it fails.  So while every check of those parts, and every
+        check of its own part before it, passed without reaching a forbidden operation, it is not run and
+        passes (the parts come in the rubric's order, each after the parts it is built on; a suite puts its
+        own-parts check after its part's value checks)."""
         part = next((p for p in self.parts if Path(p.suite).stem == module), None)
         if part is None or _base(name) not in part.own_parts:
             return True
-        bases = {Path(p.suite).stem for p in self.parts if p.name in part.built_on}
-        return any(not o.passed or o.forbidden for o in outcomes if o.module in bases)
+        before = {Path(p.suite).stem for p in self.parts if p.name in part.built_on} | {module}
+        return any(not o.passed or o.forbidden for o in outcomes if o.module in before)
 
     @property
     def part_names(self) -> dict[str, str]:

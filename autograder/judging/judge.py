@@ -143,7 +143,6 @@ class _Collector:
         self.part_names = part_names
         self.needed = needed
         self.outcomes: dict[str, Outcome] = {}  # node id -> outcome
-        self.needless: set[str] = set()  # node ids whose verdict could change nothing: not run, not reported
         self.later: list[tuple[str, Later]] = []  # (node id, its evidence), drawn once every verdict is final
         self.started: set[str] = set()  # parts whose first test has begun
         self.current = ""               # the part being judged
@@ -183,14 +182,11 @@ class _Collector:
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
         if self.needed is None or self.needed(pyfuncitem.path.stem, pyfuncitem.name, list(self.outcomes.values())):
             return None
-        self.needless.add(pyfuncitem.nodeid)
-        return True
+        return True  # not run: it passes
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
         report = yield
-        if item.nodeid in self.needless:
-            return report
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             forbidden = tuple(sorted(self.student().take_forbidden()))
             passed = report.outcome == "passed"
@@ -236,7 +232,7 @@ class _Collector:
 
     def results(self) -> list[Outcome]:
         return [self.outcomes.get(node) or Outcome(module, name, False, NOT_RUN)
-                for node, (module, name) in self.expected.items() if node not in self.needless]
+                for node, (module, name) in self.expected.items()]
 
 
 def _fixtures(collector: _Collector) -> types.ModuleType:
@@ -379,9 +375,8 @@ class SuiteSession:
 
     def run(self, submission: Submission, part_names: Mapping[str, str], pictures: bool = True,
             needed: Needed | None = None) -> list[Outcome]:
-        """One outcome per collected test (but those `needed` says are not); JudgingInterrupted (and the session
-        closed) when stopped.  Without `pictures`, evidence that would ask the submission for more values is not
-        drawn."""
+        """One outcome per collected test; JudgingInterrupted (and the session closed) when stopped.  Without
+        `pictures`, evidence that would ask the submission for more values is not drawn."""
         if self.closed or self.busy:
             raise RuntimeError("this suite session is closed or already judging")
         session, collector = self.session, self.collector
@@ -485,7 +480,8 @@ def run_suite(suite_files: list[Path], submission: Submission,
     rubric part it checks (what `Submission.begin_part` is told); by default, `part_name`.  `pictures`: draw
     the evidence that asks the submission for more values (never a verdict's business either way).  `needed`
     (suite stem, check name, the outcomes so far) -> whether the check can change anything: one that cannot
-    is neither run nor reported (the rubric's own-parts checks, when the parts they are built on are right).
+    is not run and passes (the rubric's own-parts checks, which carry no points, while everything before them
+    passed).
 
     Raises JudgingInterrupted when the run was stopped, SuiteError when the suite does not collect."""
     try:
