@@ -155,7 +155,7 @@ def test_the_one_bug_loses_points_in_every_format(graded):
 # --- each writer on a hand-built result ------------------------------------------------------------------
 
 FIRST = Part("first", "First <part> & co", 3.0, "test_first.py")
-SECOND = Part("second", "Second", 2.0, "test_second.py")
+SECOND = Part("second", "Second", 2.0, "test_second.py", forbidden_ops=("*layer_norm*",))  # what it asks to build
 
 
 def hand_built(*, forbidden: tuple[str, ...] = ("layer_norm",)) -> GradeResult:
