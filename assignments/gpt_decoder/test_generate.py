@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from autograder.judging import checks as C
 
-from . import own_parts, reference
+from . import reference
 
 F64 = torch.float64
 
@@ -232,40 +232,33 @@ def test_generate_matches_greedy_decoding_with_your_own_model(student):
     in float32 where your model does not run in float64.  A case on which your model itself raises is skipped
     (the earlier parts' checks judge that); the check fails when no case can be judged, or when on every case
     your model picks the same next token from the newest token alone as from the whole sequence."""
-    told_apart, judged, reason = False, 0, ""
+    own = C.OwnParts("generate")
     for cfg, max_len, prompt_shape, n, weight_seed, prompt_seed in CASES:
         state = _gpt_state(cfg, seed=weight_seed)
         prompt = reference.random_tokens(*prompt_shape, cfg[0], seed=prompt_seed)
         for dtype in DTYPES:
-            try:
-                with own_parts.pieces():
-                    # fresh copies of the model: the test's calls never share a cache with generate's
-                    tokens, steps, apart = _greedy_with_your_model(
-                        _your_model(student, cfg, max_len, state, dtype),
-                        _your_model(student, cfg, max_len, state, dtype), prompt, n, cfg[0], dtype)
-            except own_parts.Unrunnable as unrunnable:
-                reason = unrunnable.reason
-                continue
-            break
+            label = f"your GPT{cfg} on prompt {C.describe_value(prompt)} ({C.describe_value(dtype)})"
+            # fresh copies of the model: the test's calls never share a cache with generate's
+            greedy = own.compose(label, lambda: _greedy_with_your_model(
+                _your_model(student, cfg, max_len, state, dtype), _your_model(student, cfg, max_len, state, dtype),
+                prompt, n, cfg[0], dtype))
+            if greedy is not None:
+                break
         else:
-            continue
-        judged += 1
+            continue  # the model itself raises on this case: the earlier parts' checks judge that
+        tokens, steps, apart = greedy
         model = _your_model(student, cfg, max_len, state, dtype)
         out = _generate(student, model, prompt, n)
-        told_apart |= apart
-        if torch.equal(out, tokens):
-            continue
-        row, position = _first_difference(out, tokens)
-        logits, chosen = steps[position - prompt_shape[1]][row], int(out[row, position])
-        rank = int((logits > logits[chosen]).sum()) + 1 if 0 <= chosen < cfg[0] else None
-        detail = (f" Your token is number {rank} in your own model's ranking of that step's logits." if rank
-                  else f" Your token {chosen} is not a token id of a vocabulary of {cfg[0]}.")
-        C.fail(f"generate({model.label}, prompt {C.describe_value(prompt)}, {n}): at position {position} (row {row}) "
-               f"your generate chose another token than your own model's most likely next token, computed by the "
-               f"test feeding your model the tokens before it through the cache.{detail} {_GREEDY}")
-    if not judged:
-        own_parts.cannot_be_judged("generate", reason, "fix Parts 2 and 3")
-    if not told_apart:
-        C.fail("generate: your model chooses the same next token from the newest token alone, without the prompt "
-               "or the cache, as from the whole sequence, at every step of every case, so how generate feeds it "
-               "cannot be judged on it; fix Parts 2 and 3 first.")
+        if not torch.equal(out, tokens):
+            row, position = _first_difference(out, tokens)
+            logits, chosen = steps[position - prompt_shape[1]][row], int(out[row, position])
+            rank = int((logits > logits[chosen]).sum()) + 1 if 0 <= chosen < cfg[0] else None
+            detail = (f" Your token is number {rank} in your own model's ranking of that step's logits." if rank
+                      else f" Your token {chosen} is not a token id of a vocabulary of {cfg[0]}.")
+            C.fail(f"generate({model.label}, prompt {C.describe_value(prompt)}, {n}): at position {position} (row "
+                   f"{row}) your generate chose another token than your own model's most likely next token, computed "
+                   f"by the test feeding your model the tokens before it through the cache.{detail} {_GREEDY}")
+        own.judged(label, discriminating=apart,
+                   degenerate="your model chooses the same next token from the newest token alone, without the "
+                              "prompt or the cache, as from the whole sequence, at every step")
+    own.finish()

@@ -36,7 +36,6 @@ import torch
 
 from autograder.judging import checks as C
 
-from . import own_parts
 
 FLOOR = 3 * math.log(16) / 23
 LOW, HIGH, DROP = 0.40, 1.2, 1.0
@@ -258,13 +257,17 @@ def test_training_is_right_on_your_own_model(student):
     targets not shifted or shifted the wrong way, no seed) would give the same losses (a model whose loss is
     NaN, for one)."""
     what = f"train_toy_model({OWN_SEED}, steps={OWN_STEPS})"
-    try:
-        with own_parts.pieces():
-            expected, theta, grads, batches = _recipe_on_your_model(student, OWN_SEED, OWN_STEPS)
-            finite = math.isfinite(expected[-1])
-            mistakes = _loop_mistakes(student, OWN_SEED, theta, grads, batches) if finite else []
-    except own_parts.Unrunnable as unrunnable:
-        own_parts.cannot_be_judged("train_toy_model", unrunnable.reason, "fix Parts 2 and 3")
+    own = C.OwnParts("train_toy_model")
+
+    def recipe():
+        expected, theta, grads, batches = _recipe_on_your_model(student, OWN_SEED, OWN_STEPS)
+        finite = math.isfinite(expected[-1])
+        return expected, finite, _loop_mistakes(student, OWN_SEED, theta, grads, batches) if finite else []
+
+    composed = own.compose(f"the recipe's first {OWN_STEPS} steps around your GPT", recipe)
+    if composed is None:
+        own.finish()  # fails: nothing could be judged
+    expected, finite, mistakes = composed
     if not finite:
         C.fail(f"{what} cannot be judged on your own parts: with your GPT the recipe's loss at step "
                f"{len(expected) - 1} is {expected[-1]}, and every training loop gives the same from there; fix "
