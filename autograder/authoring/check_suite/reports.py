@@ -64,13 +64,16 @@ def follow_through(catalogue: Catalogue, results: dict[str, dict[str, Any]]) -> 
             if part != entry.part and lost:
                 row["outside"] += lost
                 row["by_part"][part] = row["by_part"].get(part, 0.0) + lost
-    lost = sum(r["lost"] for r in parts.values())
-    return {"share": sum(r["outside"] for r in parts.values()) / lost if lost else 0.0, "parts": parts}
+    return {"share": _share(parts.values()), "parts": parts}
 
 
 def combined_share(tables: list[dict[str, Any]]) -> float:
     """The follow-through share over several catalogues together: all their points lost outside / all lost."""
-    rows = [r for table in tables for r in table["parts"].values()]
+    return _share([r for table in tables for r in table["parts"].values()])
+
+
+def _share(rows: Any) -> float:
+    rows = list(rows)
     lost = sum(r["lost"] for r in rows)
     return sum(r["outside"] for r in rows) / lost if lost else 0.0
 

@@ -11,7 +11,7 @@ it: a backward pass fills it, and the notebook allows computing gradients with l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 
@@ -94,13 +94,10 @@ def call_leaving_inputs(student: Submission, function: str, *args: Any, **kwargs
     label = describe_call(function, args, kwargs)
     with student_code(f"calling {label}"):
         value, left_args, left_kwargs = student.call_inputs(function, *_handles(args), **_handles(kwargs))
-    pairs = [(f"its argument {i + 1}", sent, left) for i, (sent, left) in enumerate(zip(args, left_args))]
-    pairs += [(f"its argument {k}=", kwargs[k], left_kwargs.get(k)) for k in kwargs]
-    for name, sent, left in pairs:
-        if isinstance(sent, torch.Tensor) and isinstance(left, TensorState):
-            if change := _tensor_left(sent, left):
-                fail(f"{label} changed {name}, a tensor it was given: {change}. Leave the tensors you are "
-                     "given as they were.")
+    if changed := _first_change(args, kwargs, left_args, left_kwargs,
+                                [f"its argument {i + 1}" for i in range(len(args))], lambda k: f"its argument {k}="):
+        name, change = changed
+        fail(f"{label} changed {name}, a tensor it was given: {change}. Leave the tensors you are given as they were.")
     return value
 
 
@@ -112,16 +109,26 @@ def forward_leaving_inputs(module: Module, *args: Any, names: Sequence[str] = ()
     label = f"{module.label} forward on {describe_call('', args, kwargs)[1:-1] or 'no input'}"
     with student_code(f"running {label}"):
         value, left_args, left_kwargs = module.handle.forward_inputs(*_handles(args), **_handles(kwargs))
-    pairs = [(names[i] if i < len(names) else f"argument {i + 1}", sent, left)
-             for i, (sent, left) in enumerate(zip(args, left_args))]
-    pairs += [(k, kwargs[k], left_kwargs.get(k)) for k in kwargs]
+    if changed := _first_change(args, kwargs, left_args, left_kwargs,
+                                [names[i] if i < len(names) else f"argument {i + 1}" for i in range(len(args))],
+                                lambda k: k):
+        name, change = changed
+        change = ("in place (-=, +=, a method ending in _ or an indexed assignment on it)"
+                  if change.startswith("its values") else f"({change})")
+        fail(f"Your forward changed its input {name} {change}, running {label}. Leave the tensors your forward is "
+             "given as they were and compute new ones from them (x = x - mean, not x -= mean; ~mask, not "
+             "mask.logical_not_()).")
+    return value
+
+
+def _first_change(args: Sequence[Any], kwargs: dict[str, Any], left_args: Sequence[TensorState | None],
+                  left_kwargs: dict[str, TensorState | None], positional: Sequence[str],
+                  keyword: Callable[[str], str]) -> tuple[str, str] | None:
+    """(the argument's name, how it changed) of the first tensor argument the call did not leave as it was,
+    positional ones first; None when every one is as it was sent."""
+    pairs = [(positional[i], sent, left) for i, (sent, left) in enumerate(zip(args, left_args))]
+    pairs += [(keyword(k), kwargs[k], left_kwargs.get(k)) for k in kwargs]
     for name, sent, left in pairs:
         if isinstance(sent, torch.Tensor) and isinstance(left, TensorState) and (change := _tensor_left(sent, left)):
-            if change.startswith("its values"):
-                change = "in place (-=, +=, a method ending in _ or an indexed assignment on it)"
-            else:
-                change = f"({change})"
-            fail(f"Your forward changed its input {name} {change}, running {label}. Leave the tensors your "
-                 "forward is given as they were and compute new ones from them (x = x - mean, not x -= mean; "
-                 "~mask, not mask.logical_not_()).")
-    return value
+            return name, change
+    return None
